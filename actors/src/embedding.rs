@@ -1,0 +1,142 @@
+//! The `Embedder` trait and the built-in offline embedder.
+//!
+//! Embedding is CPU work and synchronous; actors run it on a blocking task when a
+//! model is heavy. Every vector an embedder returns is L2-normalised, so cosine
+//! similarity is a dot product everywhere in the runtime.
+
+use crate::error::MemoryResult;
+
+/// Turns text into fixed-size, L2-normalised vectors.
+pub trait Embedder: Send + Sync + 'static {
+    /// Stable identifier of the model; stores refuse vectors of another model.
+    fn model_id(&self) -> &str;
+    /// Length of every vector this embedder returns.
+    fn dimension(&self) -> usize;
+    /// Embed a batch of texts, one vector per text, in order.
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>>;
+    /// Embed one text.
+    fn embed(&self, text: &str) -> MemoryResult<Vec<f32>> {
+        let mut vectors = self.embed_batch(&[text])?;
+        vectors.pop().ok_or_else(|| crate::error::MemoryError::internal("embedder returned no vector"))
+    }
+}
+
+/// Scale a vector to unit length in place (leaves a zero vector alone).
+pub fn l2_normalize(vector: &mut [f32]) {
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        vector.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Dot product of two equally long vectors (cosine for unit vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Offline embedder that needs no weights: signed feature hashing of lower-cased
+/// word unigrams, word bigrams and character trigrams, followed by L2 normalisation.
+///
+/// It captures lexical overlap (including morphology through trigrams), not meaning;
+/// it exists so that the runtime works with no model at all and is fast enough for
+/// the 100k-memory benchmark.
+#[derive(Debug, Clone)]
+pub struct BuiltinEmbedder {
+    /// Output dimension (number of hash buckets).
+    dimension: usize,
+    /// `builtin-hash-v1-<dimension>`, recorded by stores.
+    model_id: String,
+}
+
+impl BuiltinEmbedder {
+    /// An embedder with `dimension` hash buckets.
+    pub fn new(dimension: usize) -> Self {
+        Self { dimension: dimension.max(8), model_id: format!("builtin-hash-v1-{}", dimension.max(8)) }
+    }
+
+    fn add_feature(&self, vector: &mut [f32], feature: &[u8], weight: f32) {
+        let hash = fnv1a(feature);
+        let bucket = (hash % self.dimension as u64) as usize;
+        let sign = if (hash >> 63) & 1 == 0 { 1.0 } else { -1.0 };
+        vector[bucket] += sign * weight;
+    }
+
+    fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut vector = vec![0.0f32; self.dimension];
+        let lower = text.to_lowercase();
+        let words: Vec<&str> = lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (index, word) in words.iter().enumerate() {
+            let weight = if crate::text::is_stopword(word) { 0.2 } else { 1.0 };
+            self.add_feature(&mut vector, word.as_bytes(), weight);
+            if let Some(next) = words.get(index + 1) {
+                let bigram = format!("{word} {next}");
+                self.add_feature(&mut vector, bigram.as_bytes(), 0.5 * weight);
+            }
+            let padded: Vec<char> = format!("^{word}$").chars().collect();
+            if padded.len() > 4 {
+                for window in padded.windows(3) {
+                    let trigram: String = window.iter().collect();
+                    self.add_feature(&mut vector, trigram.as_bytes(), 0.25 * weight);
+                }
+            }
+        }
+        l2_normalize(&mut vector);
+        vector
+    }
+}
+
+impl Embedder for BuiltinEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|text| self.embed_one(text)).collect())
+    }
+}
+
+/// 64-bit FNV-1a; stable across platforms and releases (unlike `DefaultHasher`).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_vectors_are_unit_length_and_deterministic() {
+        let embedder = BuiltinEmbedder::new(256);
+        let a = embedder.embed("The cat sits on the mat").unwrap();
+        let b = embedder.embed("The cat sits on the mat").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 256);
+        assert!((dot(&a, &a) - 1.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn builtin_similarity_follows_word_overlap() {
+        let embedder = BuiltinEmbedder::new(256);
+        let cat = embedder.embed("the cat sits on the mat").unwrap();
+        let cats = embedder.embed("cats sitting on a mat").unwrap();
+        let revenue = embedder.embed("quarterly revenue grew by ten percent").unwrap();
+        assert!(dot(&cat, &cats) > dot(&cat, &revenue) + 0.2);
+    }
+
+    #[test]
+    fn empty_text_gives_zero_vector() {
+        let embedder = BuiltinEmbedder::new(64);
+        let v = embedder.embed("   ").unwrap();
+        assert!(v.iter().all(|x| *x == 0.0));
+    }
+}

@@ -1,0 +1,415 @@
+//! The domain model: memories, their types and lifecycle, versions, associations,
+//! and the validated identifiers every request carries.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::error::{MemoryError, MemoryResult};
+
+/// Opaque memory identifier (a UUIDv7 string, so ids sort by creation time).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MemoryId(pub String);
+
+impl MemoryId {
+    /// A fresh, time-ordered id.
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Validated agent identifier: 1–128 characters of `[A-Za-z0-9_.:-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AgentId(String);
+
+impl AgentId {
+    /// Validate and wrap an agent id; the error names the `agent_id` field.
+    pub fn parse(raw: &str) -> MemoryResult<Self> {
+        validate_identifier("agent_id", raw)?;
+        Ok(Self(raw.to_string()))
+    }
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AgentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Validated session identifier (same alphabet as agent ids).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Validate and wrap a session id; the error names the `session_id` field.
+    pub fn parse(raw: &str) -> MemoryResult<Self> {
+        validate_identifier("session_id", raw)?;
+        Ok(Self(raw.to_string()))
+    }
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn validate_identifier(field: &str, raw: &str) -> MemoryResult<()> {
+    if raw.is_empty() || raw.len() > 128 {
+        return Err(MemoryError::invalid(field, format!("{field} must be 1 to 128 characters long (got {})", raw.len())));
+    }
+    if let Some(bad) = raw.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))) {
+        return Err(MemoryError::invalid(
+            field,
+            format!("{field} may only contain letters, digits and _ . : - (found {bad:?})"),
+        ));
+    }
+    Ok(())
+}
+
+/// The five memory systems a memory can live in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryType {
+    /// Short-lived task context of a session.
+    Working,
+    /// Something that happened, at a time.
+    Episodic,
+    /// Something that happened and carried emotion (valence, arousal).
+    Affective,
+    /// A lasting fact or definition.
+    Semantic,
+    /// How to do something.
+    Procedural,
+}
+
+impl MemoryType {
+    /// Every type, in a fixed order (used by stats).
+    pub const ALL: [MemoryType; 5] = [
+        MemoryType::Working,
+        MemoryType::Episodic,
+        MemoryType::Affective,
+        MemoryType::Semantic,
+        MemoryType::Procedural,
+    ];
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryType::Working => "working",
+            MemoryType::Episodic => "episodic",
+            MemoryType::Affective => "affective",
+            MemoryType::Semantic => "semantic",
+            MemoryType::Procedural => "procedural",
+        }
+    }
+    /// Parse a wire name; the error names `field` and lists the accepted values.
+    pub fn parse(field: &str, raw: &str) -> MemoryResult<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == raw).ok_or_else(|| {
+            MemoryError::invalid(field, format!("unknown memory type {raw:?}; use one of working, episodic, affective, semantic, procedural"))
+        })
+    }
+}
+
+/// Lifecycle of a memory. Only `active` memories are recalled by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryStatus {
+    /// Current and recallable.
+    Active,
+    /// Replaced by a newer, contradicting memory; kept for history.
+    Superseded,
+    /// Its source changed; kept but not trusted.
+    Stale,
+    /// Forgotten or consolidated away; kept, out of recall, purged later.
+    Archived,
+}
+
+impl MemoryStatus {
+    /// Every status, in a fixed order (used by stats).
+    pub const ALL: [MemoryStatus; 4] =
+        [MemoryStatus::Active, MemoryStatus::Superseded, MemoryStatus::Stale, MemoryStatus::Archived];
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryStatus::Active => "active",
+            MemoryStatus::Superseded => "superseded",
+            MemoryStatus::Stale => "stale",
+            MemoryStatus::Archived => "archived",
+        }
+    }
+    /// Parse a wire name; the error names `field` and lists the accepted values.
+    pub fn parse(field: &str, raw: &str) -> MemoryResult<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == raw).ok_or_else(|| {
+            MemoryError::invalid(field, format!("unknown status {raw:?}; use one of active, superseded, stale, archived"))
+        })
+    }
+}
+
+/// Where a memory came from in a project tree, so stale sources can be detected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRef {
+    /// Path relative to the project root.
+    pub path: String,
+    /// Content hash of the file when the memory was made.
+    pub hash: String,
+}
+
+/// A stored memory: the memory object of the HTTP contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// Unique id.
+    pub id: MemoryId,
+    /// Owner.
+    pub agent_id: AgentId,
+    /// Which memory system it belongs to.
+    pub memory_type: MemoryType,
+    /// The text itself.
+    pub content: String,
+    /// Optional short title.
+    pub title: Option<String>,
+    /// 0..1, how much it matters; drives retention.
+    pub importance: f32,
+    /// Caller's labels.
+    pub tags: Vec<String>,
+    /// Session it was observed in, if any.
+    pub session_id: Option<SessionId>,
+    /// When the remembered thing happened (defaults to creation time).
+    pub occurred_at: DateTime<Utc>,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+    /// Last change of content or fields.
+    pub updated_at: DateTime<Utc>,
+    /// Last time recall returned it (reinforcement).
+    pub last_accessed_at: DateTime<Utc>,
+    /// How often recall returned it.
+    pub access_count: u32,
+    /// 0..1, how far the sleep cycle has abstracted it.
+    pub consolidation_level: f32,
+    /// −1..1 for affective memories.
+    pub valence: Option<f32>,
+    /// 0..1 for affective memories.
+    pub arousal: Option<f32>,
+    /// Lifecycle state.
+    pub status: MemoryStatus,
+    /// Visible to other agents that ask for shared memories.
+    pub shared: bool,
+    /// Caller's JSON object, stored and returned unchanged.
+    pub metadata: serde_json::Value,
+    /// File the memory was derived from, if any.
+    pub source: Option<SourceRef>,
+    /// Number of the current version (1 for a new memory, +1 on every change).
+    pub version: u32,
+}
+
+/// One archived past state of a memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryVersion {
+    /// The version number this state had.
+    pub version: u32,
+    /// Content at that version.
+    pub content: String,
+    /// Importance at that version.
+    pub importance: f32,
+    /// Tags at that version.
+    pub tags: Vec<String>,
+    /// Status at that version.
+    pub status: MemoryStatus,
+    /// When this state was replaced.
+    pub archived_at: DateTime<Utc>,
+    /// Why it was replaced (`update`, `forget`, `conflict_replace`, ...).
+    pub reason: String,
+}
+
+/// A typed, weighted, directed association between two memories of one agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Association {
+    /// Owner of both endpoints.
+    pub agent_id: AgentId,
+    /// Source memory.
+    pub from_id: MemoryId,
+    /// Target memory.
+    pub to_id: MemoryId,
+    /// Relation name (`related_to`, `derived_from`, `follows`, ...).
+    pub relation: String,
+    /// 0..1 strength.
+    pub weight: f32,
+    /// When the edge was made or last strengthened.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A change requested by PATCH; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryPatch {
+    /// New content.
+    pub content: Option<String>,
+    /// New title (Some(None) clears it).
+    pub title: Option<Option<String>>,
+    /// New importance.
+    pub importance: Option<f32>,
+    /// New tag list.
+    pub tags: Option<Vec<String>>,
+    /// New status.
+    pub status: Option<MemoryStatus>,
+    /// New shared flag.
+    pub shared: Option<bool>,
+    /// New metadata object.
+    pub metadata: Option<serde_json::Value>,
+    /// New memory type.
+    pub memory_type: Option<MemoryType>,
+}
+
+impl MemoryPatch {
+    /// True when the patch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == MemoryPatch::default()
+    }
+}
+
+/// Apply a patch to a memory (pure); returns the new state with version and `updated_at` advanced.
+pub fn apply_patch(memory: &Memory, patch: &MemoryPatch, now: DateTime<Utc>) -> Memory {
+    let mut next = memory.clone();
+    if let Some(content) = &patch.content {
+        next.content = content.clone();
+    }
+    if let Some(title) = &patch.title {
+        next.title = title.clone();
+    }
+    if let Some(importance) = patch.importance {
+        next.importance = importance;
+    }
+    if let Some(tags) = &patch.tags {
+        next.tags = tags.clone();
+    }
+    if let Some(status) = patch.status {
+        next.status = status;
+    }
+    if let Some(shared) = patch.shared {
+        next.shared = shared;
+    }
+    if let Some(metadata) = &patch.metadata {
+        next.metadata = metadata.clone();
+    }
+    if let Some(memory_type) = patch.memory_type {
+        next.memory_type = memory_type;
+    }
+    next.version = memory.version + 1;
+    next.updated_at = now;
+    next
+}
+
+/// The archived form of a memory's current state.
+pub fn version_of(memory: &Memory, reason: &str, now: DateTime<Utc>) -> MemoryVersion {
+    MemoryVersion {
+        version: memory.version,
+        content: memory.content.clone(),
+        importance: memory.importance,
+        tags: memory.tags.clone(),
+        status: memory.status,
+        archived_at: now,
+        reason: reason.to_string(),
+    }
+}
+
+/// A record of one consolidation (sleep-cycle) run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsolidationRun {
+    /// Run id.
+    pub id: String,
+    /// Agent the run covered (None: all agents).
+    pub agent_id: Option<AgentId>,
+    /// What started it: `manual`, `schedule`, `archival`.
+    pub trigger: String,
+    /// Start time.
+    pub started_at: DateTime<Utc>,
+    /// End time.
+    pub finished_at: DateTime<Utc>,
+    /// Candidates examined.
+    pub processed: u32,
+    /// Memories consolidated into others.
+    pub consolidated: u32,
+    /// Memories archived as forgotten.
+    pub forgotten: u32,
+    /// New semantic memories made.
+    pub new_semantic: u32,
+    /// New procedural memories made.
+    pub new_procedural: u32,
+    /// Free-form details.
+    pub report: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_ids_are_validated() {
+        assert!(AgentId::parse("alice").is_ok());
+        assert!(AgentId::parse("team:bot-1.v2_x").is_ok());
+        assert_eq!(AgentId::parse("").unwrap_err().field.as_deref(), Some("agent_id"));
+        assert!(AgentId::parse("bad agent").is_err());
+        assert!(AgentId::parse(&"a".repeat(129)).is_err());
+        assert!(AgentId::parse(&"a".repeat(128)).is_ok());
+    }
+
+    #[test]
+    fn types_and_statuses_round_trip() {
+        for t in MemoryType::ALL {
+            assert_eq!(MemoryType::parse("type", t.as_str()).unwrap(), t);
+        }
+        for s in MemoryStatus::ALL {
+            assert_eq!(MemoryStatus::parse("status", s.as_str()).unwrap(), s);
+        }
+        assert!(MemoryType::parse("type", "dream").unwrap_err().message.contains("episodic"));
+    }
+
+    #[test]
+    fn patch_advances_version_and_keeps_unset_fields() {
+        let now = Utc::now();
+        let memory = Memory {
+            id: MemoryId::generate(),
+            agent_id: AgentId::parse("a").unwrap(),
+            memory_type: MemoryType::Semantic,
+            content: "old".into(),
+            title: Some("t".into()),
+            importance: 0.5,
+            tags: vec!["x".into()],
+            session_id: None,
+            occurred_at: now,
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: now,
+            access_count: 0,
+            consolidation_level: 0.0,
+            valence: None,
+            arousal: None,
+            status: MemoryStatus::Active,
+            shared: false,
+            metadata: serde_json::json!({}),
+            source: None,
+            version: 1,
+        };
+        let patch = MemoryPatch { content: Some("new".into()), ..Default::default() };
+        let next = apply_patch(&memory, &patch, now);
+        assert_eq!(next.content, "new");
+        assert_eq!(next.title.as_deref(), Some("t"));
+        assert_eq!(next.version, 2);
+        let archived = version_of(&memory, "update", now);
+        assert_eq!(archived.content, "old");
+        assert_eq!(archived.version, 1);
+    }
+}

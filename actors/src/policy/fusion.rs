@@ -1,0 +1,118 @@
+//! Rank fusion: combine ranked lists from independent retrievers into one ranking.
+
+use std::collections::HashMap;
+
+use crate::model::MemoryId;
+
+/// The retrievers recall can fuse; their names appear in `matched_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Retriever {
+    /// Dense embedding similarity.
+    Vector,
+    /// BM25 over the full-text index.
+    Keyword,
+    /// Association-graph neighbours of strong hits.
+    Graph,
+    /// Time-range match.
+    Time,
+}
+
+impl Retriever {
+    /// The name used in `matched_by`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Retriever::Vector => "vector",
+            Retriever::Keyword => "keyword",
+            Retriever::Graph => "graph",
+            Retriever::Time => "time",
+        }
+    }
+}
+
+/// One ranked candidate list from a retriever, best first, with the retriever's raw scores.
+#[derive(Debug, Clone)]
+pub struct RankedList {
+    /// Which retriever produced it.
+    pub retriever: Retriever,
+    /// Relative trust in this retriever.
+    pub weight: f64,
+    /// (id, raw score), best first.
+    pub hits: Vec<(MemoryId, f64)>,
+}
+
+/// A fused candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusedHit {
+    /// The memory.
+    pub id: MemoryId,
+    /// Fused score (higher is better).
+    pub score: f64,
+    /// Retrievers that found it, in `Retriever` order.
+    pub matched_by: Vec<Retriever>,
+    /// Raw score per retriever that found it.
+    pub components: Vec<(Retriever, f64)>,
+}
+
+/// Weighted reciprocal rank fusion: score = Σ weight / (k + rank), rank from 1.
+/// Ties break by id so the result is deterministic.
+pub fn reciprocal_rank_fusion(lists: &[RankedList], k: f64) -> Vec<FusedHit> {
+    let mut by_id: HashMap<&MemoryId, FusedHit> = HashMap::new();
+    for list in lists {
+        for (rank, (id, raw)) in list.hits.iter().enumerate() {
+            let entry = by_id.entry(id).or_insert_with(|| FusedHit {
+                id: id.clone(),
+                score: 0.0,
+                matched_by: Vec::new(),
+                components: Vec::new(),
+            });
+            if entry.matched_by.contains(&list.retriever) {
+                continue;
+            }
+            entry.score += list.weight / (k + rank as f64 + 1.0);
+            entry.matched_by.push(list.retriever);
+            entry.components.push((list.retriever, *raw));
+        }
+    }
+    let mut fused: Vec<FusedHit> = by_id.into_values().collect();
+    for hit in &mut fused {
+        hit.matched_by.sort();
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    fused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> MemoryId {
+        MemoryId(s.to_string())
+    }
+
+    #[test]
+    fn agreement_beats_a_single_top_rank() {
+        let lists = vec![
+            RankedList { retriever: Retriever::Vector, weight: 1.0, hits: vec![(id("a"), 0.9), (id("b"), 0.8)] },
+            RankedList { retriever: Retriever::Keyword, weight: 1.0, hits: vec![(id("c"), 9.0), (id("b"), 5.0)] },
+        ];
+        let fused = reciprocal_rank_fusion(&lists, 60.0);
+        assert_eq!(fused[0].id, id("b"));
+        assert_eq!(fused[0].matched_by, vec![Retriever::Vector, Retriever::Keyword]);
+        assert_eq!(fused.len(), 3);
+    }
+
+    #[test]
+    fn empty_lists_fuse_to_nothing() {
+        assert!(reciprocal_rank_fusion(&[], 60.0).is_empty());
+    }
+
+    #[test]
+    fn weights_shift_the_order() {
+        let lists = vec![
+            RankedList { retriever: Retriever::Vector, weight: 0.5, hits: vec![(id("a"), 0.9)] },
+            RankedList { retriever: Retriever::Keyword, weight: 2.0, hits: vec![(id("c"), 9.0)] },
+        ];
+        let fused = reciprocal_rank_fusion(&lists, 60.0);
+        assert_eq!(fused[0].id, id("c"));
+    }
+}

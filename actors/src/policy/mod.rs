@@ -1,0 +1,8 @@
+//! Pure policies: no IO, no clock reads, no actors. Everything here is a function of
+//! its arguments (the clock is passed in) and is unit-tested next to its code.
+
+pub mod activation;
+pub mod consolidation;
+pub mod fusion;
+pub mod retention;
+pub mod stats;

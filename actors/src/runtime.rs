@@ -1,0 +1,1010 @@
+//! The typed in-process handle over the actor tree: what the HTTP service, the CLI
+//! and library users call. It validates input, orchestrates the actors for each
+//! operation, and retries a call while the actor it needs is being restarted.
+//!
+//! Ordering of a write: embed → system of record (the acknowledgement point) →
+//! projections (vector index, working window). A projection that misses a write
+//! catches up when its actor restarts, because it is rebuilt from the system of record.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use ractor::{Actor, ActorRef, Message, RpcReplyPort};
+use serde::Serialize;
+
+use crate::actors::consolidator::{ConsolidatorArgs, ConsolidatorMsg};
+use crate::actors::episodic::{EpisodicArgs, EpisodicMsg};
+use crate::actors::graph::{GraphArgs, GraphMsg};
+use crate::actors::vectors::{IndexStatus, VectorsArgs, VectorsMsg};
+use crate::actors::working::{WorkingArgs, WorkingMsg};
+use crate::clock::Clock;
+use crate::embedding::Embedder;
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{
+    apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryStatus,
+    MemoryType, MemoryVersion, SessionId, SourceRef,
+};
+use crate::policy::activation::spread;
+use crate::policy::consolidation::ForgetPolicy;
+use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
+use crate::policy::retention::RetentionPolicy;
+use crate::policy::stats::{agent_stats, AgentStats};
+use crate::store::{
+    EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex, VectorQuery,
+    WorkingItem, WorkingStore,
+};
+use crate::supervisor::{
+    ChildHealth, ChildKind, Children, CognitionSettings, Directory, RestartPolicy, Supervisor, SupervisorArgs,
+    SupervisorMsg, SupervisorRef,
+};
+
+/// Input limits; exceeding one is a typed error naming the field.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest `content` in bytes (413 beyond).
+    pub max_content_bytes: usize,
+    /// Most memories in one `remember_batch` (413 beyond).
+    pub max_batch: usize,
+    /// Largest `limit` of recall and list (400 beyond).
+    pub max_result_limit: usize,
+    /// Most tags on one memory.
+    pub max_tags: usize,
+    /// Longest tag in bytes.
+    pub max_tag_bytes: usize,
+    /// Largest serialized `metadata` in bytes (413 beyond).
+    pub max_metadata_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_content_bytes: 64 * 1024,
+            max_batch: 1000,
+            max_result_limit: 200,
+            max_tags: 64,
+            max_tag_bytes: 128,
+            max_metadata_bytes: 16 * 1024,
+        }
+    }
+}
+
+/// Tunables of the runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Input limits.
+    pub limits: Limits,
+    /// Retention curve.
+    pub retention: RetentionPolicy,
+    /// Forgetting thresholds of consolidation.
+    pub forget: ForgetPolicy,
+    /// Supervisor backoff and budget.
+    pub restart: RestartPolicy,
+    /// Cron schedules.
+    pub cognition: CognitionSettings,
+    /// How long a call waits for an actor (including restarts) before `backend_unavailable`.
+    pub call_timeout: Duration,
+    /// How often expired working-memory sessions are dropped.
+    pub working_sweep_interval: Duration,
+    /// How often recall reinforcement is written.
+    pub touch_flush_interval: Duration,
+    /// Importance of a memory stored without one.
+    pub default_importance: f32,
+    /// RRF constant k.
+    pub rrf_k: f64,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            retention: RetentionPolicy::default(),
+            forget: ForgetPolicy::default(),
+            restart: RestartPolicy::default(),
+            cognition: CognitionSettings {
+                enabled: false,
+                sleep_schedule: "0 */30 * * * *".into(),
+                archival_schedule: "0 0 3 * * *".into(),
+            },
+            call_timeout: Duration::from_secs(10),
+            working_sweep_interval: Duration::from_secs(60),
+            touch_flush_interval: Duration::from_secs(1),
+            default_importance: 0.5,
+            rrf_k: 60.0,
+        }
+    }
+}
+
+/// The stores and models the runtime runs on.
+#[derive(Clone)]
+pub struct RuntimeParts {
+    /// System of record.
+    pub memories: Arc<dyn MemoryStore>,
+    /// Vector index projection.
+    pub vectors: Arc<dyn VectorIndex>,
+    /// Association graph.
+    pub graph: Arc<dyn GraphStore>,
+    /// Session windows.
+    pub working: Arc<dyn WorkingStore>,
+    /// Embedding model.
+    pub embedder: Arc<dyn Embedder>,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl RuntimeParts {
+    /// Everything in memory, with the built-in embedder: for tests and file-less library use.
+    pub fn in_memory() -> Self {
+        use crate::store::memory::*;
+        Self {
+            memories: Arc::new(InMemoryMemoryStore::new()),
+            vectors: Arc::new(FlatVectorIndex::new()),
+            graph: Arc::new(InMemoryGraphStore::new()),
+            working: Arc::new(InMemoryWorkingStore::new(32, 3600)),
+            embedder: Arc::new(crate::embedding::BuiltinEmbedder::new(256)),
+            clock: Arc::new(crate::clock::SystemClock),
+        }
+    }
+}
+
+/// One memory to remember (agent given separately).
+#[derive(Debug, Clone, Default)]
+pub struct RememberInput {
+    /// The text.
+    pub content: String,
+    /// Explicit type; when absent the runtime chooses.
+    pub memory_type: Option<MemoryType>,
+    /// Optional title.
+    pub title: Option<String>,
+    /// 0..1; default from config.
+    pub importance: Option<f32>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Session it belongs to.
+    pub session_id: Option<SessionId>,
+    /// When it happened; default now.
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// Visible to other agents asking for shared memories.
+    pub shared: bool,
+    /// Caller's JSON object.
+    pub metadata: Option<serde_json::Value>,
+    /// Source file reference.
+    pub source: Option<SourceRef>,
+    /// −1..1 for affective memories.
+    pub valence: Option<f32>,
+    /// 0..1 for affective memories.
+    pub arousal: Option<f32>,
+}
+
+/// Why a memory got its type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Routing {
+    /// The chosen type.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// A human-readable reason.
+    pub reason: String,
+}
+
+/// What `remember` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RememberOutcome {
+    /// The stored (or existing) memory.
+    pub memory: Memory,
+    /// How its type was chosen.
+    pub routing: Routing,
+    /// Set when the input duplicated an existing memory.
+    pub deduplicated_into: Option<MemoryId>,
+    /// Memories this one replaced.
+    pub superseded: Vec<MemoryId>,
+}
+
+/// A recall request.
+#[derive(Debug, Clone)]
+pub struct RecallInput {
+    /// Whose memories.
+    pub agent_id: AgentId,
+    /// What to look for.
+    pub query: String,
+    /// Only these types (empty: all).
+    pub types: Vec<MemoryType>,
+    /// Results wanted (default 10).
+    pub limit: Option<usize>,
+    /// Session in focus: its memories rank slightly higher.
+    pub session_id: Option<SessionId>,
+    /// Only memories with at least one of these tags.
+    pub tags: Vec<String>,
+    /// Search the shared pool too.
+    pub include_shared: bool,
+    /// Return per-retriever scores.
+    pub debug: bool,
+}
+
+/// One recalled memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecallHit {
+    /// The memory.
+    pub memory: Memory,
+    /// Final score (higher is better).
+    pub score: f64,
+    /// Retention at recall time.
+    pub retention: f64,
+    /// Retrievers that found it.
+    pub matched_by: Vec<&'static str>,
+    /// Raw score per retriever (filled when debugging).
+    pub components: Option<HashMap<&'static str, f64>>,
+}
+
+/// Recall's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallOutcome {
+    /// Ranked hits.
+    pub hits: Vec<RecallHit>,
+    /// Server-side time spent.
+    pub took_ms: f64,
+}
+
+/// What to forget.
+#[derive(Debug, Clone)]
+pub enum ForgetTarget {
+    /// One memory.
+    Id(MemoryId),
+    /// Memories that keyword-match a query (at most `limit`).
+    Query {
+        /// The query.
+        text: String,
+        /// Most memories to forget.
+        limit: usize,
+    },
+}
+
+/// One node reached by spreading activation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActivatedMemory {
+    /// The memory.
+    pub memory: Memory,
+    /// Activation in 0..1.
+    pub activation: f64,
+    /// Ids from the seed to it.
+    pub path: Vec<MemoryId>,
+}
+
+/// Runtime-level health.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeHealth {
+    /// Per-child supervision state.
+    pub children: Vec<ChildHealth>,
+    /// Vector index status (None when the vector actor is down).
+    pub index: Option<IndexStatus>,
+    /// System-of-record backend name.
+    pub store_backend: &'static str,
+    /// Graph backend name.
+    pub graph_backend: &'static str,
+    /// Working-memory backend name.
+    pub working_backend: &'static str,
+}
+
+/// The typed handle. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    /// Shared state of the handle.
+    inner: Arc<RuntimeInner>,
+}
+
+/// Shared state behind [`Runtime`].
+struct RuntimeInner {
+    /// Current actor refs and health, published by the supervisor.
+    directory: Arc<Directory>,
+    /// The root supervisor.
+    supervisor: SupervisorRef,
+    /// Tunables.
+    config: RuntimeConfig,
+    /// Time source.
+    clock: Arc<dyn Clock>,
+    /// Backend names for health.
+    backends: (&'static str, &'static str, &'static str),
+}
+
+impl Runtime {
+    /// Start the actor tree on `parts`. Fails if a child cannot start (for example an
+    /// embedding-model mismatch with stored vectors).
+    pub async fn start(parts: RuntimeParts, config: RuntimeConfig) -> MemoryResult<Self> {
+        let directory = Arc::new(Directory::default());
+        let args = SupervisorArgs {
+            working: WorkingArgs {
+                store: parts.working.clone(),
+                clock: parts.clock.clone(),
+                sweep_interval: config.working_sweep_interval,
+            },
+            episodic: EpisodicArgs {
+                store: parts.memories.clone(),
+                clock: parts.clock.clone(),
+                touch_flush_interval: config.touch_flush_interval,
+            },
+            vectors: VectorsArgs {
+                embedder: parts.embedder.clone(),
+                index: parts.vectors.clone(),
+                store: parts.memories.clone(),
+            },
+            graph: GraphArgs { store: parts.graph.clone() },
+            consolidator: ConsolidatorArgs {
+                store: parts.memories.clone(),
+                index: parts.vectors.clone(),
+                working: parts.working.clone(),
+                clock: parts.clock.clone(),
+                retention: config.retention,
+                forget: config.forget,
+            },
+            cognition: config.cognition.clone(),
+            restart: config.restart,
+            directory: directory.clone(),
+        };
+        let (supervisor, _handle) = Actor::spawn(None, Supervisor, args).await.map_err(|error| {
+            // A child's MemoryError (e.g. a config problem) surfaces as the spawn error's text.
+            MemoryError::unavailable(format!("the runtime could not start: {error}"))
+        })?;
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                directory,
+                supervisor,
+                config: config.clone(),
+                clock: parts.clock.clone(),
+                backends: (parts.memories.backend_name(), parts.graph.backend_name(), parts.working.backend_name()),
+            }),
+        })
+    }
+
+    /// The runtime's tunables.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Now, by the injected clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.inner.clock.now()
+    }
+
+    /// Stop every actor after flushing pending reinforcement and checkpointing the store.
+    pub async fn shutdown(&self) -> MemoryResult<()> {
+        let flushed = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Flush { reply }).await;
+        let _ = self
+            .inner
+            .supervisor
+            .call(|reply| SupervisorMsg::Shutdown { reply }, Some(Duration::from_secs(30)))
+            .await;
+        self.inner.supervisor.stop(Some("shutdown".into()));
+        flushed
+    }
+
+    /// Supervision and index health.
+    pub async fn health(&self) -> RuntimeHealth {
+        let index = match self.inner.directory.children().vectors {
+            Some(vectors) => match vectors.call(|reply| VectorsMsg::Status { reply }, Some(Duration::from_secs(2))).await {
+                Ok(ractor::rpc::CallResult::Success(Ok(status))) => Some(status),
+                _ => None,
+            },
+            None => None,
+        };
+        RuntimeHealth {
+            children: self.inner.directory.health(),
+            index,
+            store_backend: self.inner.backends.0,
+            graph_backend: self.inner.backends.1,
+            working_backend: self.inner.backends.2,
+        }
+    }
+
+    /// Make a child fail (test hook for supervision; the service exposes it only when configured).
+    pub fn inject_fault(&self, child: ChildKind) -> MemoryResult<()> {
+        self.inner
+            .supervisor
+            .cast(SupervisorMsg::InjectFault(child))
+            .map_err(|_| MemoryError::unavailable("the supervisor is not running"))
+    }
+
+    /// Call an actor, retrying while it is restarting, until the call timeout.
+    async fn ask<M, T, P, B>(&self, kind: ChildKind, pick: P, build: B) -> MemoryResult<T>
+    where
+        M: Message,
+        T: Send + 'static,
+        P: Fn(&Children) -> Option<ActorRef<M>>,
+        B: Fn(RpcReplyPort<MemoryResult<T>>) -> M,
+    {
+        let deadline = Instant::now() + self.inner.config.call_timeout;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            if let Some(actor) = pick(&self.inner.directory.children()) {
+                let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+                match actor.call(&build, Some(remaining)).await {
+                    Ok(ractor::rpc::CallResult::Success(result)) => return result,
+                    Ok(ractor::rpc::CallResult::Timeout) => {
+                        return Err(MemoryError::unavailable(format!(
+                            "the {} actor did not answer within {:?}; retry later",
+                            kind.as_str(),
+                            self.inner.config.call_timeout
+                        )))
+                    }
+                    // The actor died with our message in its mailbox, or before we sent: retry.
+                    Ok(ractor::rpc::CallResult::SenderError) | Err(_) => {}
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(MemoryError::unavailable(format!(
+                    "the {} actor is restarting and did not come back within {:?}; retry later",
+                    kind.as_str(),
+                    self.inner.config.call_timeout
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
+        self.ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Embed { texts: texts.clone(), reply })
+            .await
+    }
+
+    /// Best effort: a projection that misses an update is rebuilt from SQL when its actor restarts.
+    async fn project_vectors(&self, upsert: Vec<EmbeddingRecord>, remove: Vec<MemoryId>) {
+        if !remove.is_empty() {
+            if let Err(error) = self
+                .ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Remove { ids: remove.clone(), reply })
+                .await
+            {
+                tracing::warn!(%error, "vector index removal deferred to the next rebuild");
+            }
+        }
+        if !upsert.is_empty() {
+            if let Err(error) = self
+                .ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Upsert { entries: upsert.clone(), reply })
+                .await
+            {
+                tracing::warn!(%error, "vector index update deferred to the next rebuild");
+            }
+        }
+    }
+
+    fn validate_input(&self, input: &RememberInput, prefix: &str) -> MemoryResult<()> {
+        let limits = &self.inner.config.limits;
+        let field = |name: &str| format!("{prefix}{name}");
+        if input.content.trim().is_empty() {
+            return Err(MemoryError::invalid(field("content"), "content must not be empty"));
+        }
+        if input.content.len() > limits.max_content_bytes {
+            return Err(MemoryError::too_large(
+                field("content"),
+                format!("content is {} bytes; the limit is {} (limits.max_content_bytes)", input.content.len(), limits.max_content_bytes),
+            ));
+        }
+        if let Some(importance) = input.importance {
+            if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
+                return Err(MemoryError::invalid(field("importance"), "importance must be between 0 and 1"));
+            }
+        }
+        if let Some(valence) = input.valence {
+            if !(-1.0..=1.0).contains(&valence) || valence.is_nan() {
+                return Err(MemoryError::invalid(field("valence"), "valence must be between -1 and 1"));
+            }
+        }
+        if let Some(arousal) = input.arousal {
+            if !(0.0..=1.0).contains(&arousal) || arousal.is_nan() {
+                return Err(MemoryError::invalid(field("arousal"), "arousal must be between 0 and 1"));
+            }
+        }
+        validate_tags(&input.tags, limits, &field("tags"))?;
+        if let Some(title) = &input.title {
+            if title.len() > 1024 {
+                return Err(MemoryError::invalid(field("title"), "title must be at most 1024 bytes"));
+            }
+        }
+        if let Some(metadata) = &input.metadata {
+            validate_metadata(metadata, limits, &field("metadata"))?;
+        }
+        if let Some(source) = &input.source {
+            if source.path.is_empty() || source.hash.is_empty() {
+                return Err(MemoryError::invalid(field("source"), "source needs a non-empty path and hash"));
+            }
+        }
+        Ok(())
+    }
+
+    fn build_memory(&self, agent: &AgentId, input: RememberInput, now: DateTime<Utc>) -> (Memory, Routing) {
+        let routing = match input.memory_type {
+            Some(memory_type) => Routing { memory_type, reason: "explicit type given by the caller".into() },
+            None => Routing { memory_type: MemoryType::Episodic, reason: "default: no type given".into() },
+        };
+        let memory = Memory {
+            id: MemoryId::generate(),
+            agent_id: agent.clone(),
+            memory_type: routing.memory_type,
+            content: input.content,
+            title: input.title,
+            importance: input.importance.unwrap_or(self.inner.config.default_importance),
+            tags: input.tags,
+            session_id: input.session_id,
+            occurred_at: input.occurred_at.unwrap_or(now),
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: now,
+            access_count: 0,
+            consolidation_level: 0.0,
+            valence: input.valence,
+            arousal: input.arousal,
+            status: MemoryStatus::Active,
+            shared: input.shared,
+            metadata: input.metadata.unwrap_or_else(|| serde_json::json!({})),
+            source: input.source,
+            version: 1,
+        };
+        (memory, routing)
+    }
+
+    /// Remember one memory.
+    pub async fn remember(&self, agent: &AgentId, input: RememberInput) -> MemoryResult<RememberOutcome> {
+        let mut outcomes = self.remember_many(agent, vec![input], "").await?;
+        outcomes.pop().ok_or_else(|| MemoryError::internal("remember produced no outcome"))
+    }
+
+    /// Remember several memories in one transaction, in order.
+    pub async fn remember_batch(&self, agent: &AgentId, inputs: Vec<RememberInput>) -> MemoryResult<Vec<RememberOutcome>> {
+        let limits = &self.inner.config.limits;
+        if inputs.is_empty() {
+            return Err(MemoryError::invalid("memories", "memories must hold at least one memory"));
+        }
+        if inputs.len() > limits.max_batch {
+            return Err(MemoryError::too_large(
+                "memories",
+                format!("a batch holds at most {} memories (limits.max_batch); got {}", limits.max_batch, inputs.len()),
+            ));
+        }
+        self.remember_many(agent, inputs, "memories").await
+    }
+
+    async fn remember_many(&self, agent: &AgentId, inputs: Vec<RememberInput>, batch_field: &str) -> MemoryResult<Vec<RememberOutcome>> {
+        for (index, input) in inputs.iter().enumerate() {
+            let prefix = if batch_field.is_empty() { String::new() } else { format!("{batch_field}[{index}].") };
+            self.validate_input(input, &prefix)?;
+        }
+        let now = self.now();
+        let built: Vec<(Memory, Routing)> = inputs.into_iter().map(|input| self.build_memory(agent, input, now)).collect();
+        let embeddings = self.embed(built.iter().map(|(m, _)| embedding_text(m)).collect()).await?;
+        let records: Vec<StoredMemory> = built
+            .iter()
+            .zip(embeddings)
+            .map(|((memory, _), embedding)| StoredMemory { memory: memory.clone(), embedding })
+            .collect();
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Insert { records: records.clone(), reply })
+            .await?;
+        let entries: Vec<EmbeddingRecord> = records.iter().map(|r| embedding_record(&r.memory, r.embedding.clone())).collect();
+        self.project_vectors(entries, Vec::new()).await;
+        for (memory, _) in &built {
+            if let Some(session) = &memory.session_id {
+                let item = WorkingItem { memory_id: memory.id.clone(), content: memory.content.clone(), at: now };
+                let pushed = self
+                    .ask(ChildKind::Working, |c| c.working.clone(), |reply| WorkingMsg::Push {
+                        agent: agent.clone(),
+                        session: session.clone(),
+                        item: item.clone(),
+                        reply,
+                    })
+                    .await;
+                if let Err(error) = pushed {
+                    tracing::warn!(%error, "working-memory window not updated");
+                }
+            }
+        }
+        Ok(built
+            .into_iter()
+            .map(|(memory, routing)| RememberOutcome { memory, routing, deduplicated_into: None, superseded: Vec::new() })
+            .collect())
+    }
+
+    /// Recall: vector and keyword retrieval in parallel, fused, filtered and re-ranked.
+    pub async fn recall(&self, input: RecallInput) -> MemoryResult<RecallOutcome> {
+        let started = Instant::now();
+        let limits = &self.inner.config.limits;
+        let limit = input.limit.unwrap_or(10);
+        if limit == 0 || limit > limits.max_result_limit {
+            return Err(MemoryError::invalid(
+                "limit",
+                format!("limit must be between 1 and {} (limits.max_result_limit)", limits.max_result_limit),
+            ));
+        }
+        if input.query.trim().is_empty() {
+            return Err(MemoryError::invalid("query", "query must not be empty"));
+        }
+        if input.query.len() > limits.max_content_bytes {
+            return Err(MemoryError::too_large("query", format!("query is longer than {} bytes", limits.max_content_bytes)));
+        }
+        validate_tags(&input.tags, limits, "tags")?;
+        let fetch = (limit * 3 + 20).min(1000);
+        let vector_query = VectorQuery {
+            agent_id: input.agent_id.clone(),
+            include_shared: input.include_shared,
+            types: input.types.clone(),
+            vector: Vec::new(),
+            limit: fetch,
+        };
+        let keyword_query = KeywordQuery {
+            agent_id: input.agent_id.clone(),
+            include_shared: input.include_shared,
+            text: input.query.clone(),
+            limit: fetch,
+        };
+        let (vector_hits, keyword_hits) = tokio::join!(
+            self.ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Search {
+                text: Some(input.query.clone()),
+                query: vector_query.clone(),
+                reply,
+            }),
+            self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::KeywordSearch {
+                query: keyword_query.clone(),
+                reply,
+            }),
+        );
+        let lists = vec![
+            RankedList {
+                retriever: Retriever::Vector,
+                weight: 1.0,
+                hits: vector_hits?.into_iter().map(|(id, s)| (id, f64::from(s))).collect(),
+            },
+            RankedList { retriever: Retriever::Keyword, weight: 1.0, hits: keyword_hits? },
+        ];
+        let fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
+        let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
+        let memories = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::GetMany { ids: ids.clone(), reply }).await?;
+        let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
+        let now = self.now();
+        let max_fused = lists.iter().map(|l| l.weight).sum::<f64>() / (self.inner.config.rrf_k + 1.0);
+        let mut hits: Vec<RecallHit> = fused
+            .iter()
+            .filter_map(|hit| {
+                let memory = *by_id.get(&hit.id)?;
+                let visible = memory.agent_id == input.agent_id || (input.include_shared && memory.shared);
+                let wanted = memory.status == MemoryStatus::Active
+                    && (input.types.is_empty() || input.types.contains(&memory.memory_type))
+                    && (input.tags.is_empty() || memory.tags.iter().any(|t| input.tags.contains(t)));
+                if !visible || !wanted {
+                    return None;
+                }
+                let retention = self.inner.config.retention.retention(memory, now);
+                let in_session = input.session_id.is_some() && memory.session_id == input.session_id;
+                let relevance = hit.score / max_fused;
+                let score = relevance
+                    * (0.85 + 0.15 * f64::from(memory.importance))
+                    * (0.9 + 0.1 * retention)
+                    * if in_session { 1.1 } else { 1.0 }
+                    * if memory.agent_id == input.agent_id { 1.0 } else { 0.9 };
+                Some(RecallHit {
+                    memory: memory.clone(),
+                    score,
+                    retention,
+                    matched_by: hit.matched_by.iter().map(|r| r.as_str()).collect(),
+                    components: input.debug.then(|| hit.components.iter().map(|(r, s)| (r.as_str(), *s)).collect()),
+                })
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.memory.id.cmp(&b.memory.id)));
+        hits.truncate(limit);
+        if !hits.is_empty() {
+            let touched: Vec<MemoryId> = hits.iter().map(|h| h.memory.id.clone()).collect();
+            if let Some(episodic) = self.inner.directory.children().episodic {
+                let _ = episodic.cast(EpisodicMsg::Touch { ids: touched, at: now });
+            }
+        }
+        Ok(RecallOutcome { hits, took_ms: started.elapsed().as_secs_f64() * 1000.0 })
+    }
+
+    /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
+    pub async fn get(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<Memory> {
+        let found = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Get { id: id.clone(), reply }).await?;
+        match found {
+            Some(memory) if agent.is_none_or(|a| memory.agent_id == *a) => Ok(memory),
+            _ => Err(not_found(id, agent)),
+        }
+    }
+
+    /// Browse newest first; returns the page and the cursor of the next page.
+    pub async fn list(&self, mut query: ListQuery) -> MemoryResult<(Vec<Memory>, Option<MemoryId>)> {
+        let max = self.inner.config.limits.max_result_limit;
+        if query.limit == 0 || query.limit > max {
+            return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max} (limits.max_result_limit)")));
+        }
+        let page_size = query.limit;
+        query.limit = page_size + 1;
+        let mut page = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::List { query: query.clone(), reply }).await?;
+        let next = if page.len() > page_size {
+            page.truncate(page_size);
+            page.last().map(|m| m.id.clone())
+        } else {
+            None
+        };
+        Ok((page, next))
+    }
+
+    /// Change a memory, archiving its previous state with reason `update`.
+    pub async fn patch(&self, agent: Option<&AgentId>, id: &MemoryId, patch: MemoryPatch) -> MemoryResult<Memory> {
+        self.change(agent, id, patch, "update").await
+    }
+
+    async fn change(&self, agent: Option<&AgentId>, id: &MemoryId, patch: MemoryPatch, reason: &str) -> MemoryResult<Memory> {
+        let limits = &self.inner.config.limits;
+        if patch.is_empty() {
+            return Err(MemoryError::invalid("body", "the patch changes nothing; send at least one field to change"));
+        }
+        if let Some(content) = &patch.content {
+            if content.trim().is_empty() {
+                return Err(MemoryError::invalid("content", "content must not be empty"));
+            }
+            if content.len() > limits.max_content_bytes {
+                return Err(MemoryError::too_large("content", format!("content is longer than {} bytes", limits.max_content_bytes)));
+            }
+        }
+        if let Some(importance) = patch.importance {
+            if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
+                return Err(MemoryError::invalid("importance", "importance must be between 0 and 1"));
+            }
+        }
+        if let Some(tags) = &patch.tags {
+            validate_tags(tags, limits, "tags")?;
+        }
+        if let Some(metadata) = &patch.metadata {
+            validate_metadata(metadata, limits, "metadata")?;
+        }
+        let current = self.get(agent, id).await?;
+        let now = self.now();
+        let next = apply_patch(&current, &patch, now);
+        let content_changed = next.content != current.content || next.title != current.title;
+        let embedding = if content_changed { Some(self.embed(vec![embedding_text(&next)]).await?.remove(0)) } else { None };
+        let previous = version_of(&current, reason, now);
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Update {
+            next: Box::new(next.clone()),
+            previous: previous.clone(),
+            embedding: embedding.clone(),
+            reply,
+        })
+        .await?;
+        // Keep the projection in step with status, type, sharing and content.
+        if next.status == MemoryStatus::Active {
+            let vector = match embedding {
+                Some(vector) => Some(vector),
+                None => self.stored_embedding(&next.id).await?,
+            };
+            if let Some(vector) = vector {
+                self.project_vectors(vec![embedding_record(&next, vector)], Vec::new()).await;
+            }
+        } else {
+            self.project_vectors(Vec::new(), vec![next.id.clone()]).await;
+        }
+        Ok(next)
+    }
+
+    async fn stored_embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Embedding { id: id.clone(), reply }).await
+    }
+
+    /// Delete a memory from every store (history included).
+    pub async fn delete(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<()> {
+        self.get(agent, id).await?;
+        self.ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::RemoveMemory { id: id.clone(), reply }).await?;
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Delete { id: id.clone(), reply }).await?;
+        self.project_vectors(Vec::new(), vec![id.clone()]).await;
+        Ok(())
+    }
+
+    /// Forget: archive (never delete) one memory or the memories matching a query. `dry_run` only reports.
+    pub async fn forget(&self, agent: &AgentId, target: ForgetTarget, dry_run: bool) -> MemoryResult<Vec<MemoryId>> {
+        let ids = match target {
+            ForgetTarget::Id(id) => {
+                let memory = self.get(Some(agent), &id).await?;
+                if memory.status == MemoryStatus::Archived {
+                    Vec::new()
+                } else {
+                    vec![id]
+                }
+            }
+            ForgetTarget::Query { text, limit } => {
+                if text.trim().is_empty() {
+                    return Err(MemoryError::invalid("query", "query must not be empty"));
+                }
+                let max = self.inner.config.limits.max_result_limit;
+                if limit == 0 || limit > max {
+                    return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max}")));
+                }
+                // Only keyword matches: forgetting by vague similarity would archive the wrong things.
+                let query = KeywordQuery { agent_id: agent.clone(), include_shared: false, text, limit };
+                self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::KeywordSearch { query: query.clone(), reply })
+                    .await?
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect()
+            }
+        };
+        if dry_run {
+            return Ok(ids);
+        }
+        let mut forgotten = Vec::new();
+        for id in ids {
+            let patch = MemoryPatch { status: Some(MemoryStatus::Archived), ..Default::default() };
+            self.change(Some(agent), &id, patch, "forget").await?;
+            forgotten.push(id);
+        }
+        Ok(forgotten)
+    }
+
+    /// Version history of a memory, oldest first.
+    pub async fn history(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
+        self.get(agent, id).await?;
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::History { id: id.clone(), reply }).await
+    }
+
+    /// Link two memories of the same agent.
+    pub async fn associate(&self, agent: &AgentId, from: &MemoryId, to: &MemoryId, relation: Option<String>, weight: Option<f32>) -> MemoryResult<Association> {
+        if from == to {
+            return Err(MemoryError::invalid("to_id", "a memory cannot be associated with itself"));
+        }
+        let relation = relation.unwrap_or_else(|| "related_to".to_string());
+        if relation.is_empty() || relation.len() > 64 || !relation.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(MemoryError::invalid("relation", "relation must be 1 to 64 characters of letters, digits and _"));
+        }
+        let weight = weight.unwrap_or(0.5);
+        if !(0.0..=1.0).contains(&weight) || weight.is_nan() {
+            return Err(MemoryError::invalid("weight", "weight must be between 0 and 1"));
+        }
+        self.get(Some(agent), from).await.map_err(|e| with_field(e, "from_id"))?;
+        self.get(Some(agent), to).await.map_err(|e| with_field(e, "to_id"))?;
+        let edge = Association {
+            agent_id: agent.clone(),
+            from_id: from.clone(),
+            to_id: to.clone(),
+            relation,
+            weight,
+            created_at: self.now(),
+        };
+        self.ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::Upsert { edge: edge.clone(), reply }).await
+    }
+
+    /// Spread activation from a seed memory through the association graph.
+    pub async fn spreading_activation(&self, agent: &AgentId, seed: &MemoryId, depth: u32, limit: usize) -> MemoryResult<Vec<ActivatedMemory>> {
+        if !(1..=5).contains(&depth) {
+            return Err(MemoryError::invalid("depth", "depth must be between 1 and 5"));
+        }
+        let max = self.inner.config.limits.max_result_limit;
+        if limit == 0 || limit > max {
+            return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max}")));
+        }
+        self.get(Some(agent), seed).await.map_err(|e| with_field(e, "seed_id"))?;
+        let edges = self
+            .ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: vec![seed.clone()],
+                depth,
+                max_edges: 10_000,
+                reply,
+            })
+            .await?;
+        let activations = spread(seed, &edges, depth, 0.8, limit * 2);
+        let ids: Vec<MemoryId> = activations.iter().map(|a| a.id.clone()).collect();
+        let memories = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::GetMany { ids: ids.clone(), reply }).await?;
+        let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
+        Ok(activations
+            .into_iter()
+            .filter_map(|a| {
+                let memory = by_id.get(&a.id)?;
+                (memory.status == MemoryStatus::Active).then(|| ActivatedMemory {
+                    memory: (*memory).clone(),
+                    activation: a.activation,
+                    path: a.path,
+                })
+            })
+            .take(limit)
+            .collect())
+    }
+
+    /// Statistics of an agent's memories.
+    pub async fn reflect(&self, agent: &AgentId) -> MemoryResult<AgentStats> {
+        let memories = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::AgentMemories { agent: agent.clone(), reply }).await?;
+        Ok(agent_stats(&memories, &self.inner.config.retention, self.now()))
+    }
+
+    /// Run one consolidation pass for an agent now.
+    pub async fn consolidate(&self, agent: &AgentId) -> MemoryResult<ConsolidationRun> {
+        self.ask(ChildKind::Consolidator, |c| c.consolidator.clone(), |reply| ConsolidatorMsg::Consolidate {
+            agent: agent.clone(),
+            trigger: "manual".into(),
+            reply,
+        })
+        .await
+    }
+
+    /// Run archival now.
+    pub async fn archive(&self) -> MemoryResult<ConsolidationRun> {
+        self.ask(ChildKind::Consolidator, |c| c.consolidator.clone(), |reply| ConsolidatorMsg::Archive {
+            trigger: "manual".into(),
+            reply: Some(reply),
+        })
+        .await
+    }
+
+    /// Latest consolidation runs.
+    pub async fn runs(&self, agent: Option<&AgentId>, limit: usize) -> MemoryResult<Vec<ConsolidationRun>> {
+        let max = self.inner.config.limits.max_result_limit;
+        if limit == 0 || limit > max {
+            return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max}")));
+        }
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Runs { agent: agent.cloned(), limit, reply }).await
+    }
+
+    /// A session's working-memory window.
+    pub async fn working_window(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<Vec<WorkingItem>> {
+        self.ask(ChildKind::Working, |c| c.working.clone(), |reply| WorkingMsg::Window {
+            agent: agent.clone(),
+            session: session.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// Number of stored memories.
+    pub async fn count(&self) -> MemoryResult<u64> {
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Count { reply }).await
+    }
+
+    /// Rebuild the vector index from the system of record.
+    pub async fn reindex(&self) -> MemoryResult<usize> {
+        self.ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Rebuild { reply }).await
+    }
+}
+
+/// The text a memory is embedded from: its title (if any) and content.
+pub fn embedding_text(memory: &Memory) -> String {
+    match &memory.title {
+        Some(title) if !title.is_empty() => format!("{title}\n{}", memory.content),
+        _ => memory.content.clone(),
+    }
+}
+
+fn embedding_record(memory: &Memory, vector: Vec<f32>) -> EmbeddingRecord {
+    EmbeddingRecord {
+        id: memory.id.clone(),
+        agent_id: memory.agent_id.clone(),
+        memory_type: memory.memory_type,
+        shared: memory.shared,
+        vector,
+    }
+}
+
+fn not_found(id: &MemoryId, agent: Option<&AgentId>) -> MemoryError {
+    match agent {
+        Some(agent) => MemoryError::not_found(format!("memory {id} does not exist for agent {agent}")),
+        None => MemoryError::not_found(format!("memory {id} does not exist")),
+    }
+}
+
+fn with_field(mut error: MemoryError, field: &str) -> MemoryError {
+    error.field.get_or_insert_with(|| field.to_string());
+    error
+}
+
+fn validate_tags(tags: &[String], limits: &Limits, field: &str) -> MemoryResult<()> {
+    if tags.len() > limits.max_tags {
+        return Err(MemoryError::invalid(field, format!("at most {} tags are allowed", limits.max_tags)));
+    }
+    if let Some(bad) = tags.iter().find(|t| t.trim().is_empty() || t.len() > limits.max_tag_bytes) {
+        return Err(MemoryError::invalid(field, format!("tag {bad:?} must be 1 to {} bytes and not blank", limits.max_tag_bytes)));
+    }
+    Ok(())
+}
+
+fn validate_metadata(metadata: &serde_json::Value, limits: &Limits, field: &str) -> MemoryResult<()> {
+    if !metadata.is_object() {
+        return Err(MemoryError::invalid(field, "metadata must be a JSON object"));
+    }
+    let size = metadata.to_string().len();
+    if size > limits.max_metadata_bytes {
+        return Err(MemoryError::too_large(field, format!("metadata is {size} bytes; the limit is {} (limits.max_metadata_bytes)", limits.max_metadata_bytes)));
+    }
+    Ok(())
+}

@@ -1,0 +1,691 @@
+//! In-memory implementations of every store trait.
+//!
+//! They keep the same contracts as the SQL/HNSW adapters (idempotent inserts,
+//! version checks, active-only keyword search) so that the actors and the runtime can
+//! be tested, and embedded in a library, without files.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, RwLock};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+
+use super::{
+    Collection, EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex,
+    VectorQuery, WorkingItem, WorkingStore,
+};
+use crate::embedding::dot;
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryVersion, SessionId};
+use crate::text::search_terms;
+
+/// One memory with everything stored beside it.
+#[derive(Debug, Clone)]
+struct Row {
+    /// Current state.
+    memory: Memory,
+    /// Current embedding.
+    embedding: Vec<f32>,
+    /// Past states, oldest first.
+    versions: Vec<MemoryVersion>,
+}
+
+/// A [`MemoryStore`] in a `BTreeMap`, ordered by id like the SQL store.
+#[derive(Debug, Default)]
+pub struct InMemoryMemoryStore {
+    /// Every memory by id.
+    rows: RwLock<BTreeMap<MemoryId, Row>>,
+    /// Embedding model recorded by the first `check_embedding_model`.
+    model: Mutex<Option<(String, usize)>>,
+    /// Run log, oldest first.
+    runs: Mutex<Vec<ConsolidationRun>>,
+}
+
+impl InMemoryMemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn lock_error<T>(_: T) -> MemoryError {
+    MemoryError::internal("in-memory store lock poisoned")
+}
+
+/// Okapi BM25 of `documents` against `query_terms` (k1 = 1.2, b = 0.75); returns (index, score) with score > 0.
+pub fn bm25(documents: &[Vec<String>], query_terms: &[String]) -> Vec<(usize, f64)> {
+    let count = documents.len() as f64;
+    if documents.is_empty() || query_terms.is_empty() {
+        return Vec::new();
+    }
+    let average_length = documents.iter().map(|d| d.len()).sum::<usize>() as f64 / count;
+    let unique_terms: HashSet<&String> = query_terms.iter().collect();
+    let mut scores = vec![0.0f64; documents.len()];
+    for term in unique_terms {
+        let containing = documents.iter().filter(|d| d.contains(term)).count() as f64;
+        if containing == 0.0 {
+            continue;
+        }
+        let idf = ((count - containing + 0.5) / (containing + 0.5) + 1.0).ln();
+        for (index, document) in documents.iter().enumerate() {
+            let frequency = document.iter().filter(|t| *t == term).count() as f64;
+            if frequency > 0.0 {
+                let length_norm = 1.0 - 0.75 + 0.75 * document.len() as f64 / average_length.max(1.0);
+                scores[index] += idf * frequency * 2.2 / (frequency + 1.2 * length_norm);
+            }
+        }
+    }
+    scores.into_iter().enumerate().filter(|(_, s)| *s > 0.0).collect()
+}
+
+#[async_trait]
+impl MemoryStore for InMemoryMemoryStore {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn check_embedding_model(&self, model_id: &str, dimension: usize) -> MemoryResult<()> {
+        let mut model = self.model.lock().map_err(lock_error)?;
+        match &*model {
+            Some((stored_id, stored_dimension)) if stored_id != model_id || *stored_dimension != dimension => {
+                Err(MemoryError::invalid(
+                    "embedding.provider",
+                    format!("the store holds vectors of model {stored_id} ({stored_dimension} dimensions) but the configured embedder is {model_id} ({dimension} dimensions)"),
+                ))
+            }
+            Some(_) => Ok(()),
+            None => {
+                *model = Some((model_id.to_string(), dimension));
+                Ok(())
+            }
+        }
+    }
+
+    async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        for record in records {
+            rows.entry(record.memory.id.clone()).or_insert_with(|| Row {
+                memory: record.memory.clone(),
+                embedding: record.embedding.clone(),
+                versions: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
+        Ok(self.rows.read().map_err(lock_error)?.get(id).map(|r| r.memory.clone()))
+    }
+
+    async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(ids.iter().filter_map(|id| rows.get(id).map(|r| r.memory.clone())).collect())
+    }
+
+    async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(rows
+            .values()
+            .rev()
+            .map(|r| &r.memory)
+            .filter(|m| query.cursor.as_ref().is_none_or(|c| m.id < *c))
+            .filter(|m| query.agent_id.as_ref().is_none_or(|a| m.agent_id == *a))
+            .filter(|m| query.memory_type.is_none_or(|t| m.memory_type == t))
+            .filter(|m| query.status.is_none_or(|s| m.status == s))
+            .filter(|m| query.tag.as_ref().is_none_or(|t| m.tags.contains(t)))
+            .take(query.limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn update(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&[f32]>) -> MemoryResult<()> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        let row = rows.get_mut(&next.id).ok_or_else(|| MemoryError::not_found(format!("memory {} does not exist", next.id)))?;
+        if row.memory.version != previous.version {
+            return Err(MemoryError::conflict(format!(
+                "memory {} changed concurrently (version {} is now {}); read it again and retry",
+                next.id, previous.version, row.memory.version
+            )));
+        }
+        row.versions.push(previous.clone());
+        row.memory = next.clone();
+        if let Some(embedding) = embedding {
+            row.embedding = embedding.to_vec();
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, id: &MemoryId) -> MemoryResult<bool> {
+        Ok(self.rows.write().map_err(lock_error)?.remove(id).is_some())
+    }
+
+    async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
+        Ok(self.rows.read().map_err(lock_error)?.get(id).map(|r| r.versions.clone()).unwrap_or_default())
+    }
+
+    async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let candidates: Vec<&Memory> = rows
+            .values()
+            .map(|r| &r.memory)
+            .filter(|m| m.status == MemoryStatus::Active)
+            .filter(|m| m.agent_id == query.agent_id || (query.include_shared && m.shared))
+            .collect();
+        let documents: Vec<Vec<String>> = candidates.iter().map(|m| search_terms(&m.content)).collect();
+        let mut scored: Vec<(MemoryId, f64)> = bm25(&documents, &search_terms(&query.text))
+            .into_iter()
+            .map(|(index, score)| (candidates[index].id.clone(), score))
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        scored.truncate(query.limit);
+        Ok(scored)
+    }
+
+    async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        for id in ids {
+            if let Some(row) = rows.get_mut(id) {
+                row.memory.access_count += 1;
+                row.memory.last_accessed_at = at;
+            }
+        }
+        Ok(())
+    }
+
+    async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(rows.values().filter(|r| r.memory.agent_id == *agent).map(|r| r.memory.clone()).collect())
+    }
+
+    async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let agents: std::collections::BTreeSet<AgentId> = rows.values().map(|r| r.memory.agent_id.clone()).collect();
+        Ok(agents.into_iter().collect())
+    }
+
+    async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
+        Ok(self.rows.read().map_err(lock_error)?.get(id).map(|r| r.embedding.clone()))
+    }
+
+    async fn embeddings_page(&self, after: Option<&MemoryId>, limit: usize) -> MemoryResult<Vec<EmbeddingRecord>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let range = match after {
+            Some(after) => rows.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded)),
+            None => rows.range(..),
+        };
+        Ok(range
+            .filter(|(_, r)| r.memory.status == MemoryStatus::Active)
+            .take(limit)
+            .map(|(id, r)| EmbeddingRecord {
+                id: id.clone(),
+                agent_id: r.memory.agent_id.clone(),
+                memory_type: r.memory.memory_type,
+                shared: r.memory.shared,
+                vector: r.embedding.clone(),
+            })
+            .collect())
+    }
+
+    async fn count(&self) -> MemoryResult<u64> {
+        Ok(self.rows.read().map_err(lock_error)?.len() as u64)
+    }
+
+    async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {
+        self.runs.lock().map_err(lock_error)?.push(run.clone());
+        Ok(())
+    }
+
+    async fn runs(&self, agent: Option<&AgentId>, limit: usize) -> MemoryResult<Vec<ConsolidationRun>> {
+        let runs = self.runs.lock().map_err(lock_error)?;
+        Ok(runs
+            .iter()
+            .rev()
+            .filter(|r| agent.is_none_or(|a| r.agent_id.as_ref() == Some(a)))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn flush(&self) -> MemoryResult<()> {
+        Ok(())
+    }
+}
+
+/// Partition key of the flat index: an agent's collection, or the shared pool's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Partition {
+    /// One agent's private vectors of a collection.
+    Agent(AgentId, Collection),
+    /// Vectors every agent may see, of a collection.
+    Shared(Collection),
+}
+
+/// Contiguous vectors of one partition, scanned exactly.
+#[derive(Debug, Default)]
+pub struct FlatPartition {
+    /// Ids in slot order.
+    pub ids: Vec<MemoryId>,
+    /// Types in slot order (for type filters).
+    pub types: Vec<crate::model::MemoryType>,
+    /// `ids.len() × dimension` floats.
+    pub vectors: Vec<f32>,
+    /// Slot of each id.
+    pub slots: HashMap<MemoryId, usize>,
+}
+
+impl FlatPartition {
+    fn insert(&mut self, record: &EmbeddingRecord) {
+        let dimension = record.vector.len();
+        if let Some(&slot) = self.slots.get(&record.id) {
+            self.vectors[slot * dimension..(slot + 1) * dimension].copy_from_slice(&record.vector);
+            self.types[slot] = record.memory_type;
+            return;
+        }
+        self.slots.insert(record.id.clone(), self.ids.len());
+        self.ids.push(record.id.clone());
+        self.types.push(record.memory_type);
+        self.vectors.extend_from_slice(&record.vector);
+    }
+
+    fn remove(&mut self, id: &MemoryId, dimension: usize) -> bool {
+        let Some(slot) = self.slots.remove(id) else { return false };
+        let last = self.ids.len() - 1;
+        if slot != last {
+            self.ids.swap(slot, last);
+            self.types.swap(slot, last);
+            for offset in 0..dimension {
+                self.vectors.swap(slot * dimension + offset, last * dimension + offset);
+            }
+            self.slots.insert(self.ids[slot].clone(), slot);
+        }
+        self.ids.pop();
+        self.types.pop();
+        self.vectors.truncate(last * dimension);
+        true
+    }
+
+    /// Exact top-`limit` by dot product, honouring a type filter.
+    pub fn search(&self, query: &[f32], types: &[crate::model::MemoryType], limit: usize) -> Vec<(MemoryId, f32)> {
+        let dimension = query.len();
+        if dimension == 0 || self.ids.is_empty() {
+            return Vec::new();
+        }
+        let mut scored: Vec<(usize, f32)> = self
+            .vectors
+            .chunks_exact(dimension)
+            .enumerate()
+            .filter(|(slot, _)| types.is_empty() || types.contains(&self.types[*slot]))
+            .map(|(slot, vector)| (slot, dot(query, vector)))
+            .collect();
+        let keep = limit.min(scored.len());
+        if keep == 0 {
+            return Vec::new();
+        }
+        scored.select_nth_unstable_by(keep - 1, |a, b| b.1.total_cmp(&a.1));
+        scored.truncate(keep);
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.into_iter().map(|(slot, score)| (self.ids[slot].clone(), score)).collect()
+    }
+}
+
+/// Exact (brute-force) vector index, partitioned by agent and collection.
+///
+/// Per-agent partitions stay small in practice, where an exact scan is both faster and
+/// better than an approximate graph; the service wraps it with HNSW for big partitions.
+#[derive(Debug, Default)]
+pub struct FlatVectorIndex {
+    /// Vectors by partition.
+    partitions: RwLock<HashMap<Partition, FlatPartition>>,
+    /// Partitions each id lives in (one private, plus the shared pool when shared).
+    locations: RwLock<HashMap<MemoryId, Vec<Partition>>>,
+}
+
+impl FlatVectorIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn partitions_of(record: &EmbeddingRecord) -> Vec<Partition> {
+        let collection = Collection::of(record.memory_type);
+        let mut partitions = vec![Partition::Agent(record.agent_id.clone(), collection)];
+        if record.shared {
+            partitions.push(Partition::Shared(collection));
+        }
+        partitions
+    }
+}
+
+impl VectorIndex for FlatVectorIndex {
+    fn backend_name(&self) -> &'static str {
+        "flat"
+    }
+
+    fn upsert(&self, entries: &[EmbeddingRecord]) {
+        self.remove(&entries.iter().map(|e| e.id.clone()).collect::<Vec<_>>());
+        let mut partitions = self.partitions.write().expect("vector index lock poisoned");
+        let mut locations = self.locations.write().expect("vector index lock poisoned");
+        for entry in entries {
+            let targets = Self::partitions_of(entry);
+            for partition in &targets {
+                partitions.entry(partition.clone()).or_default().insert(entry);
+            }
+            locations.insert(entry.id.clone(), targets);
+        }
+    }
+
+    fn remove(&self, ids: &[MemoryId]) {
+        let mut partitions = self.partitions.write().expect("vector index lock poisoned");
+        let mut locations = self.locations.write().expect("vector index lock poisoned");
+        for id in ids {
+            if let Some(targets) = locations.remove(id) {
+                for partition in targets {
+                    if let Some(flat) = partitions.get_mut(&partition) {
+                        let dimension = if flat.ids.is_empty() { 0 } else { flat.vectors.len() / flat.ids.len() };
+                        flat.remove(id, dimension);
+                        if flat.ids.is_empty() {
+                            partitions.remove(&partition);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn clear(&self) {
+        self.partitions.write().expect("vector index lock poisoned").clear();
+        self.locations.write().expect("vector index lock poisoned").clear();
+    }
+
+    fn search(&self, query: &VectorQuery) -> Vec<(MemoryId, f32)> {
+        let collections: Vec<Collection> = if query.types.is_empty() {
+            vec![Collection::Semantic, Collection::Procedural, Collection::Experience]
+        } else {
+            let mut c: Vec<Collection> = query.types.iter().map(|t| Collection::of(*t)).collect();
+            c.sort();
+            c.dedup();
+            c
+        };
+        let partitions = self.partitions.read().expect("vector index lock poisoned");
+        let mut hits: Vec<(MemoryId, f32)> = Vec::new();
+        for collection in collections {
+            let mut keys = vec![Partition::Agent(query.agent_id.clone(), collection)];
+            if query.include_shared {
+                keys.push(Partition::Shared(collection));
+            }
+            for key in keys {
+                if let Some(flat) = partitions.get(&key) {
+                    hits.extend(flat.search(&query.vector, &query.types, query.limit));
+                }
+            }
+        }
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut seen = HashSet::new();
+        hits.retain(|(id, _)| seen.insert(id.clone()));
+        hits.truncate(query.limit);
+        hits
+    }
+
+    fn len(&self) -> usize {
+        self.locations.read().expect("vector index lock poisoned").len()
+    }
+}
+
+/// A [`GraphStore`] in a vector of edges.
+#[derive(Debug, Default)]
+pub struct InMemoryGraphStore {
+    /// Every edge.
+    edges: RwLock<Vec<Association>>,
+}
+
+impl InMemoryGraphStore {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl GraphStore for InMemoryGraphStore {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association> {
+        let mut edges = self.edges.write().map_err(lock_error)?;
+        if let Some(existing) = edges
+            .iter_mut()
+            .find(|e| e.from_id == edge.from_id && e.to_id == edge.to_id && e.relation == edge.relation)
+        {
+            existing.weight = edge.weight;
+            return Ok(existing.clone());
+        }
+        edges.push(edge.clone());
+        Ok(edge.clone())
+    }
+
+    async fn edges_around(&self, agent: &AgentId, seeds: &[MemoryId], depth: u32, max_edges: usize) -> MemoryResult<Vec<Association>> {
+        let edges = self.edges.read().map_err(lock_error)?;
+        let mut frontier: HashSet<MemoryId> = seeds.iter().cloned().collect();
+        let mut visited = frontier.clone();
+        let mut taken: Vec<Association> = Vec::new();
+        let mut taken_keys = HashSet::new();
+        for _ in 0..depth {
+            let mut next = HashSet::new();
+            for edge in edges.iter().filter(|e| e.agent_id == *agent) {
+                if frontier.contains(&edge.from_id) || frontier.contains(&edge.to_id) {
+                    let key = (edge.from_id.clone(), edge.to_id.clone(), edge.relation.clone());
+                    if taken_keys.insert(key) {
+                        taken.push(edge.clone());
+                        if taken.len() >= max_edges {
+                            return Ok(taken);
+                        }
+                    }
+                    for id in [&edge.from_id, &edge.to_id] {
+                        if visited.insert(id.clone()) {
+                            next.insert(id.clone());
+                        }
+                    }
+                }
+            }
+            frontier = next;
+        }
+        Ok(taken)
+    }
+
+    async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()> {
+        self.edges.write().map_err(lock_error)?.retain(|e| e.from_id != *id && e.to_id != *id);
+        Ok(())
+    }
+}
+
+/// A [`WorkingStore`] in a map of bounded queues with a TTL.
+#[derive(Debug)]
+pub struct InMemoryWorkingStore {
+    /// Window per (agent, session) with the time it was last written.
+    sessions: Mutex<HashMap<(AgentId, SessionId), (VecDeque<WorkingItem>, DateTime<Utc>)>>,
+    /// Items kept per session.
+    window: usize,
+    /// Idle time after which a session's window expires.
+    ttl: Duration,
+}
+
+impl InMemoryWorkingStore {
+    /// A store keeping `window` items per session for `ttl_seconds` after the last write.
+    pub fn new(window: usize, ttl_seconds: u64) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            window: window.max(1),
+            ttl: Duration::seconds(ttl_seconds.min(i64::MAX as u64 / 1000) as i64),
+        }
+    }
+}
+
+#[async_trait]
+impl WorkingStore for InMemoryWorkingStore {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn push(&self, agent: &AgentId, session: &SessionId, item: WorkingItem, now: DateTime<Utc>) -> MemoryResult<()> {
+        let mut sessions = self.sessions.lock().map_err(lock_error)?;
+        let entry = sessions.entry((agent.clone(), session.clone())).or_insert_with(|| (VecDeque::new(), now));
+        if now - entry.1 > self.ttl {
+            entry.0.clear();
+        }
+        entry.0.push_back(item);
+        while entry.0.len() > self.window {
+            entry.0.pop_front();
+        }
+        entry.1 = now;
+        Ok(())
+    }
+
+    async fn window(&self, agent: &AgentId, session: &SessionId, now: DateTime<Utc>) -> MemoryResult<Vec<WorkingItem>> {
+        let sessions = self.sessions.lock().map_err(lock_error)?;
+        Ok(match sessions.get(&(agent.clone(), session.clone())) {
+            Some((items, last)) if now - *last <= self.ttl => items.iter().cloned().collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    async fn clear(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<usize> {
+        let mut sessions = self.sessions.lock().map_err(lock_error)?;
+        Ok(sessions.remove(&(agent.clone(), session.clone())).map(|(items, _)| items.len()).unwrap_or(0))
+    }
+
+    async fn sweep(&self, now: DateTime<Utc>) -> MemoryResult<usize> {
+        let mut sessions = self.sessions.lock().map_err(lock_error)?;
+        let before = sessions.len();
+        let ttl = self.ttl;
+        sessions.retain(|_, (_, last)| now - *last <= ttl);
+        Ok(before - sessions.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MemoryType;
+    use crate::testing::memory_fixture;
+
+    fn record(id: &str, agent: &str, memory_type: MemoryType, shared: bool, vector: Vec<f32>) -> EmbeddingRecord {
+        EmbeddingRecord {
+            id: MemoryId(id.into()),
+            agent_id: AgentId::parse(agent).unwrap(),
+            memory_type,
+            shared,
+            vector,
+        }
+    }
+
+    #[test]
+    fn flat_index_isolates_agents_and_honours_shared() {
+        let index = FlatVectorIndex::new();
+        index.upsert(&[
+            record("a1", "alice", MemoryType::Episodic, false, vec![1.0, 0.0]),
+            record("b1", "bob", MemoryType::Episodic, false, vec![1.0, 0.0]),
+            record("b2", "bob", MemoryType::Semantic, true, vec![0.9, 0.1]),
+        ]);
+        let query = |include_shared| VectorQuery {
+            agent_id: AgentId::parse("alice").unwrap(),
+            include_shared,
+            types: vec![],
+            vector: vec![1.0, 0.0],
+            limit: 10,
+        };
+        let ids: Vec<String> = index.search(&query(false)).into_iter().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, vec!["a1"]);
+        let ids: Vec<String> = index.search(&query(true)).into_iter().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, vec!["a1", "b2"]);
+    }
+
+    #[test]
+    fn flat_index_remove_and_reinsert() {
+        let index = FlatVectorIndex::new();
+        index.upsert(&[
+            record("a", "x", MemoryType::Episodic, false, vec![1.0, 0.0]),
+            record("b", "x", MemoryType::Episodic, false, vec![0.0, 1.0]),
+            record("c", "x", MemoryType::Episodic, false, vec![0.7, 0.7]),
+        ]);
+        index.remove(&[MemoryId("a".into())]);
+        assert_eq!(index.len(), 2);
+        let query = VectorQuery {
+            agent_id: AgentId::parse("x").unwrap(),
+            include_shared: false,
+            types: vec![],
+            vector: vec![1.0, 0.0],
+            limit: 1,
+        };
+        assert_eq!(index.search(&query)[0].0 .0, "c");
+        index.upsert(&[record("b", "x", MemoryType::Episodic, false, vec![1.0, 0.0])]);
+        assert_eq!(index.search(&query)[0].0 .0, "b");
+        assert_eq!(index.len(), 2);
+    }
+
+    #[test]
+    fn bm25_prefers_rarer_terms() {
+        let docs = vec![
+            search_terms("the cat sat on the mat"),
+            search_terms("the dog sat on the log"),
+            search_terms("a cat and a dog"),
+        ];
+        let scores = bm25(&docs, &search_terms("cat mat"));
+        let best = scores.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        assert_eq!(best.0, 0);
+    }
+
+    #[tokio::test]
+    async fn store_update_archives_previous_version_and_checks_races() {
+        let store = InMemoryMemoryStore::new();
+        let now = Utc::now();
+        let memory = memory_fixture("alice", "I live in Paris", now);
+        store.insert(&[StoredMemory { memory: memory.clone(), embedding: vec![1.0] }]).await.unwrap();
+        // Inserting the same id again is a no-op.
+        store.insert(&[StoredMemory { memory: memory.clone(), embedding: vec![0.0] }]).await.unwrap();
+        let previous = crate::model::version_of(&memory, "update", now);
+        let mut next = memory.clone();
+        next.content = "I live in Tokyo".into();
+        next.version = 2;
+        store.update(&next, &previous, None).await.unwrap();
+        assert_eq!(store.history(&memory.id).await.unwrap()[0].content, "I live in Paris");
+        let stale = store.update(&next, &previous, None).await.unwrap_err();
+        assert_eq!(stale.code, crate::error::ErrorCode::Conflict);
+    }
+
+    #[tokio::test]
+    async fn working_store_keeps_a_rolling_window_and_expires() {
+        let store = InMemoryWorkingStore::new(2, 60);
+        let agent = AgentId::parse("a").unwrap();
+        let session = SessionId::parse("s").unwrap();
+        let now = Utc::now();
+        for n in 0..3 {
+            let item = WorkingItem { memory_id: MemoryId(n.to_string()), content: n.to_string(), at: now };
+            store.push(&agent, &session, item, now).await.unwrap();
+        }
+        let window = store.window(&agent, &session, now).await.unwrap();
+        assert_eq!(window.iter().map(|i| i.content.as_str()).collect::<Vec<_>>(), vec!["1", "2"]);
+        assert!(store.window(&agent, &session, now + Duration::seconds(61)).await.unwrap().is_empty());
+        assert_eq!(store.sweep(now + Duration::seconds(61)).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn graph_walks_both_directions_within_depth() {
+        let graph = InMemoryGraphStore::new();
+        let agent = AgentId::parse("a").unwrap();
+        let edge = |from: &str, to: &str| Association {
+            agent_id: agent.clone(),
+            from_id: MemoryId(from.into()),
+            to_id: MemoryId(to.into()),
+            relation: "related_to".into(),
+            weight: 1.0,
+            created_at: Utc::now(),
+        };
+        graph.upsert_edge(&edge("a", "b")).await.unwrap();
+        graph.upsert_edge(&edge("c", "b")).await.unwrap();
+        graph.upsert_edge(&edge("c", "d")).await.unwrap();
+        assert_eq!(graph.edges_around(&agent, &[MemoryId("a".into())], 1, 100).await.unwrap().len(), 1);
+        assert_eq!(graph.edges_around(&agent, &[MemoryId("a".into())], 2, 100).await.unwrap().len(), 2);
+        assert_eq!(graph.edges_around(&agent, &[MemoryId("a".into())], 3, 100).await.unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,211 @@
+//! Store traits: what each actor needs from its backend, and nothing about how.
+//!
+//! The SQL [`MemoryStore`] is the system of record. The [`VectorIndex`] and the
+//! [`GraphStore`] hold projections that can be rebuilt from it; [`WorkingStore`]
+//! holds the short-lived per-session window. Every trait has an in-memory
+//! implementation in [`memory`] used by unit tests and by library users who want no
+//! files at all; the service (`src/`) adds SQLite and an HNSW index.
+
+pub mod memory;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::error::MemoryResult;
+use crate::model::{
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType, MemoryVersion, SessionId,
+};
+
+/// A memory together with its embedding, as written to the system of record.
+#[derive(Debug, Clone)]
+pub struct StoredMemory {
+    /// The memory.
+    pub memory: Memory,
+    /// Its L2-normalised embedding.
+    pub embedding: Vec<f32>,
+}
+
+/// Filters for browsing memories, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Owner (required: browsing never crosses agents).
+    pub agent_id: Option<AgentId>,
+    /// Only this type.
+    pub memory_type: Option<MemoryType>,
+    /// Only this status.
+    pub status: Option<MemoryStatus>,
+    /// Only memories carrying this tag.
+    pub tag: Option<String>,
+    /// Page size.
+    pub limit: usize,
+    /// Return memories with ids strictly below this one (the previous page's last id).
+    pub cursor: Option<MemoryId>,
+}
+
+/// A keyword (BM25) search within one agent's scope.
+#[derive(Debug, Clone)]
+pub struct KeywordQuery {
+    /// Whose memories.
+    pub agent_id: AgentId,
+    /// Also search memories other agents marked shared.
+    pub include_shared: bool,
+    /// Query text (terms are extracted by the store).
+    pub text: String,
+    /// Maximum hits.
+    pub limit: usize,
+}
+
+/// An embedding as stored, with what the vector index needs to place it.
+#[derive(Debug, Clone)]
+pub struct EmbeddingRecord {
+    /// Memory id.
+    pub id: MemoryId,
+    /// Owner.
+    pub agent_id: AgentId,
+    /// Type, which picks the collection.
+    pub memory_type: MemoryType,
+    /// Shared memories are also indexed in the shared pool.
+    pub shared: bool,
+    /// The vector.
+    pub vector: Vec<f32>,
+}
+
+/// The system of record: memories, versions, embeddings, keyword index, run log.
+#[async_trait]
+pub trait MemoryStore: Send + Sync + 'static {
+    /// Short backend name for health and logs (`sqlite`, `memory`).
+    fn backend_name(&self) -> &'static str;
+    /// Record the embedding model in use, or fail if stored vectors come from another model or dimension.
+    async fn check_embedding_model(&self, model_id: &str, dimension: usize) -> MemoryResult<()>;
+    /// Insert memories with their embeddings atomically; ids already present are left untouched (idempotent retries).
+    async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()>;
+    /// One memory by id, in any status.
+    async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>>;
+    /// Several memories by id (missing ones are skipped; order not guaranteed).
+    async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
+    /// Browse, newest first.
+    async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>>;
+    /// Replace a memory with `next` if its stored version is `previous.version`, archiving `previous`;
+    /// a new embedding replaces the old one when content changed. Fails with `conflict` on a version race.
+    async fn update(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&[f32]>) -> MemoryResult<()>;
+    /// Delete a memory with its versions, embedding and edges; false when it did not exist.
+    async fn delete(&self, id: &MemoryId) -> MemoryResult<bool>;
+    /// Past versions, oldest first.
+    async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>>;
+    /// BM25 keyword search over active memories, best first, scores higher-is-better.
+    async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>>;
+    /// Reinforce: bump `access_count` and set `last_accessed_at` for each id.
+    async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()>;
+    /// Every memory of one agent (for reflection and consolidation).
+    async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>>;
+    /// Every agent that has memories.
+    async fn agents(&self) -> MemoryResult<Vec<AgentId>>;
+    /// The stored embedding of one memory.
+    async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>>;
+    /// Embeddings of active memories in id order after `after`, for rebuilding the vector index.
+    async fn embeddings_page(&self, after: Option<&MemoryId>, limit: usize) -> MemoryResult<Vec<EmbeddingRecord>>;
+    /// Number of memories in every status.
+    async fn count(&self) -> MemoryResult<u64>;
+    /// Append a consolidation run to the run log.
+    async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()>;
+    /// Latest runs, newest first, optionally for one agent.
+    async fn runs(&self, agent: Option<&AgentId>, limit: usize) -> MemoryResult<Vec<ConsolidationRun>>;
+    /// Make everything durable (checkpoint); called on shutdown.
+    async fn flush(&self) -> MemoryResult<()>;
+}
+
+/// Which vector collection a memory type lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Collection {
+    /// Lasting facts.
+    Semantic,
+    /// How-tos.
+    Procedural,
+    /// Episodic, affective and working memories: the embeddings recall needs for experience.
+    Experience,
+}
+
+impl Collection {
+    /// The collection a type belongs to.
+    pub fn of(memory_type: MemoryType) -> Self {
+        match memory_type {
+            MemoryType::Semantic => Collection::Semantic,
+            MemoryType::Procedural => Collection::Procedural,
+            MemoryType::Episodic | MemoryType::Affective | MemoryType::Working => Collection::Experience,
+        }
+    }
+}
+
+/// A nearest-neighbour query.
+#[derive(Debug, Clone)]
+pub struct VectorQuery {
+    /// Whose vectors.
+    pub agent_id: AgentId,
+    /// Also search the shared pool.
+    pub include_shared: bool,
+    /// Only these types (empty: all).
+    pub types: Vec<MemoryType>,
+    /// The L2-normalised query vector.
+    pub vector: Vec<f32>,
+    /// Maximum hits.
+    pub limit: usize,
+}
+
+/// In-process vector index over active memories, partitioned by agent and collection.
+pub trait VectorIndex: Send + Sync + 'static {
+    /// Short backend name for health (`flat`, `hnsw`).
+    fn backend_name(&self) -> &'static str;
+    /// Add or replace entries.
+    fn upsert(&self, entries: &[EmbeddingRecord]);
+    /// Remove entries (unknown ids are ignored).
+    fn remove(&self, ids: &[MemoryId]);
+    /// Drop everything (before a rebuild).
+    fn clear(&self);
+    /// Cosine-similarity search, best first; a memory appears at most once.
+    fn search(&self, query: &VectorQuery) -> Vec<(MemoryId, f32)>;
+    /// Number of indexed vectors.
+    fn len(&self) -> usize;
+    /// True when nothing is indexed.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The association graph.
+#[async_trait]
+pub trait GraphStore: Send + Sync + 'static {
+    /// Short backend name for health (`sql`, `memory`).
+    fn backend_name(&self) -> &'static str;
+    /// Create an edge, or update relation weight if (from, to, relation) exists; returns the stored edge.
+    async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association>;
+    /// Edges reachable from `seeds` within `depth` hops (both directions), at most `max_edges`.
+    async fn edges_around(&self, agent: &AgentId, seeds: &[MemoryId], depth: u32, max_edges: usize) -> MemoryResult<Vec<Association>>;
+    /// Remove every edge touching a memory.
+    async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()>;
+}
+
+/// One item of a session's working-memory window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkingItem {
+    /// The memory it mirrors.
+    pub memory_id: MemoryId,
+    /// Its content (working memory is read without touching SQL).
+    pub content: String,
+    /// When it entered the window.
+    pub at: DateTime<Utc>,
+}
+
+/// A session's working-memory window, with expiry.
+#[async_trait]
+pub trait WorkingStore: Send + Sync + 'static {
+    /// Short backend name for health (`memory`, `redis`).
+    fn backend_name(&self) -> &'static str;
+    /// Append to a session's window (dropping the oldest beyond the window size) and refresh its TTL.
+    async fn push(&self, agent: &AgentId, session: &SessionId, item: WorkingItem, now: DateTime<Utc>) -> MemoryResult<()>;
+    /// The live window of a session, oldest first (empty when expired).
+    async fn window(&self, agent: &AgentId, session: &SessionId, now: DateTime<Utc>) -> MemoryResult<Vec<WorkingItem>>;
+    /// Clear a session's window; returns how many items it held.
+    async fn clear(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<usize>;
+    /// Drop expired sessions; returns how many were dropped.
+    async fn sweep(&self, now: DateTime<Utc>) -> MemoryResult<usize>;
+}
