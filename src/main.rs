@@ -1,1 +1,417 @@
-fn main(){}
+//! The `mnemos` binary: the service (`serve`) and a CLI over the same runtime.
+//!
+//! CLI commands other than `serve` open the data directory in-process (it is locked,
+//! so they refuse to run beside a server on the same directory).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use mnemos::app::{shutdown_signal, Application, Services};
+use mnemos::config::Settings;
+use mnemos::http::wire::{
+    HistoryResponse, ListResponse, MemoryView, RecallResponse, RememberResponse, RunView,
+};
+use mnemos_actors::model::{AgentId, MemoryId, MemoryStatus, MemoryType, SessionId};
+use mnemos_actors::runtime::{ForgetTarget, RecallInput, RememberInput};
+use mnemos_actors::store::ListQuery;
+use serde::Serialize;
+
+#[derive(Parser)]
+#[command(
+    name = "mnemos",
+    version,
+    about = "A cognitive memory runtime for AI agents"
+)]
+struct Cli {
+    /// Extra TOML file layered over config/default.toml and config/$MNEMOS_ENV.toml.
+    #[arg(long, global = true, env = "MNEMOS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Directory holding <MNEMOS_ENV>.toml overlays (default ./config).
+    #[arg(long, global = true)]
+    config_dir: Option<PathBuf>,
+    /// Override data_dir.
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service.
+    Serve,
+    /// Store a memory.
+    Remember {
+        /// Owner.
+        #[arg(long)]
+        agent: String,
+        /// Memory type (working, episodic, affective, semantic, procedural).
+        #[arg(long = "type")]
+        memory_type: Option<String>,
+        /// Importance 0..1.
+        #[arg(long)]
+        importance: Option<f32>,
+        /// Comma-separated tags.
+        #[arg(long, value_delimiter = ',')]
+        tags: Vec<String>,
+        /// Session id.
+        #[arg(long)]
+        session: Option<String>,
+        /// The content.
+        content: String,
+    },
+    /// Recall memories for a query.
+    Recall {
+        /// Owner.
+        #[arg(long)]
+        agent: String,
+        /// Results wanted.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// The query.
+        query: String,
+    },
+    /// Browse memories, newest first.
+    List {
+        /// Owner.
+        #[arg(long)]
+        agent: String,
+        /// Only this type.
+        #[arg(long = "type")]
+        memory_type: Option<String>,
+        /// Only this status.
+        #[arg(long)]
+        status: Option<String>,
+        /// Page size.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Cursor from a previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Forget (archive) a memory by id, or memories matching a query.
+    Forget {
+        /// Owner.
+        #[arg(long)]
+        agent: String,
+        /// A memory id.
+        #[arg(long, conflicts_with = "query", required_unless_present = "query")]
+        id: Option<String>,
+        /// A keyword query.
+        #[arg(long)]
+        query: Option<String>,
+        /// Only show what would be forgotten.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Version history of a memory.
+    History {
+        /// The memory id.
+        id: String,
+        /// Owner (checked when given).
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Run a consolidation pass for an agent.
+    Consolidate {
+        /// Owner.
+        #[arg(long)]
+        agent: String,
+    },
+    /// Apply database migrations and report the store's state.
+    Migrate,
+    /// Load synthetic memories and measure throughput, latency, restart time and memory.
+    Bench(mnemos::bench::BenchArgs),
+    /// Evaluate retrieval quality on a benchmark.
+    Eval {
+        #[command(subcommand)]
+        suite: EvalSuite,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalSuite {
+    /// LoCoMo retrieval protocol (see shared/bench/README.md).
+    Locomo(mnemos::eval::LocomoArgs),
+}
+
+fn print<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    } else {
+        println!("{}", text(value));
+    }
+}
+
+fn memory_line(m: &MemoryView) -> String {
+    let tags = if m.tags.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", m.tags.join(", "))
+    };
+    format!(
+        "{}  {:<10} {:<9} {}  {}{}",
+        m.id,
+        m.memory_type,
+        m.status,
+        m.occurred_at.format("%Y-%m-%d %H:%M"),
+        m.content,
+        tags
+    )
+}
+
+fn user_error(e: mnemos_actors::MemoryError) -> anyhow::Error {
+    match e.field {
+        Some(field) => anyhow::anyhow!("{} ({}): {}", e.code.as_str(), field, e.message),
+        None => anyhow::anyhow!("{}: {}", e.code.as_str(), e.message),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let mut settings = Settings::load(cli.config_dir.as_deref(), cli.config.as_deref())?;
+    if let Some(dir) = &cli.data_dir {
+        settings.data_dir = dir.clone();
+    }
+    mnemos::telemetry::init(&settings.log);
+    let json = cli.json;
+    match cli.command {
+        Command::Serve => {
+            let app = Application::build(settings).await?;
+            app.run_until(shutdown_signal()).await?;
+        }
+        Command::Bench(args) => mnemos::bench::run(&settings, args).await?,
+        Command::Eval {
+            suite: EvalSuite::Locomo(args),
+        } => mnemos::eval::run_locomo(&settings, args, json).await?,
+        Command::Migrate => {
+            let services = Services::open(&settings).await?;
+            let count = services.runtime.count().await.map_err(user_error)?;
+            let applied = mnemos::store::sqlite::MIGRATOR.iter().count();
+            print(
+                json,
+                &serde_json::json!({"data_dir": settings.data_dir, "migrations": applied, "memories": count}),
+                |_| {
+                    format!(
+                        "{}: schema up to date ({applied} migrations), {count} memories",
+                        settings.data_dir.display()
+                    )
+                },
+            );
+            services.close().await?;
+        }
+        command => {
+            let services = Services::open(&settings).await?;
+            let result = run_command(&services, command, json).await;
+            services.close().await?;
+            result?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_command(services: &Services, command: Command, json: bool) -> anyhow::Result<()> {
+    let runtime = &services.runtime;
+    match command {
+        Command::Remember {
+            agent,
+            memory_type,
+            importance,
+            tags,
+            session,
+            content,
+        } => {
+            let agent = AgentId::parse(&agent).map_err(user_error)?;
+            let input = RememberInput {
+                content,
+                memory_type: memory_type
+                    .as_deref()
+                    .map(|t| MemoryType::parse("--type", t))
+                    .transpose()
+                    .map_err(user_error)?,
+                importance,
+                tags,
+                session_id: session
+                    .as_deref()
+                    .map(SessionId::parse)
+                    .transpose()
+                    .map_err(user_error)?,
+                ..Default::default()
+            };
+            let outcome = runtime.remember(&agent, input).await.map_err(user_error)?;
+            let response = RememberResponse::from(outcome);
+            print(json, &response, |r| {
+                format!(
+                    "remembered {} as {} ({})",
+                    r.memory.id, r.routing.memory_type, r.routing.reason
+                )
+            });
+        }
+        Command::Recall {
+            agent,
+            limit,
+            query,
+        } => {
+            let agent = AgentId::parse(&agent).map_err(user_error)?;
+            let outcome = runtime
+                .recall(RecallInput {
+                    agent_id: agent,
+                    query,
+                    types: vec![],
+                    limit: Some(limit),
+                    session_id: None,
+                    tags: vec![],
+                    include_shared: true,
+                    debug: false,
+                })
+                .await
+                .map_err(user_error)?;
+            let response = RecallResponse {
+                results: outcome.hits.into_iter().map(Into::into).collect(),
+                took_ms: outcome.took_ms,
+            };
+            print(json, &response, |r| {
+                let mut out: Vec<String> = r
+                    .results
+                    .iter()
+                    .map(|h| {
+                        format!(
+                            "{:.3}  {}  ({})",
+                            h.score,
+                            memory_line(&h.memory),
+                            h.matched_by.join("+")
+                        )
+                    })
+                    .collect();
+                out.push(format!(
+                    "{} results in {:.2} ms",
+                    r.results.len(),
+                    r.took_ms
+                ));
+                out.join("\n")
+            });
+        }
+        Command::List {
+            agent,
+            memory_type,
+            status,
+            limit,
+            cursor,
+        } => {
+            let query = ListQuery {
+                agent_id: Some(AgentId::parse(&agent).map_err(user_error)?),
+                memory_type: memory_type
+                    .as_deref()
+                    .map(|t| MemoryType::parse("--type", t))
+                    .transpose()
+                    .map_err(user_error)?,
+                status: status
+                    .as_deref()
+                    .map(|s| MemoryStatus::parse("--status", s))
+                    .transpose()
+                    .map_err(user_error)?,
+                tag: None,
+                limit,
+                cursor: cursor.map(MemoryId),
+            };
+            let (memories, next) = runtime.list(query).await.map_err(user_error)?;
+            let response = ListResponse {
+                memories: memories.into_iter().map(Into::into).collect(),
+                next_cursor: next.map(|i| i.0),
+            };
+            print(json, &response, |r| {
+                let mut out: Vec<String> = r.memories.iter().map(memory_line).collect();
+                if let Some(next) = &r.next_cursor {
+                    out.push(format!("more: --cursor {next}"));
+                }
+                out.join("\n")
+            });
+        }
+        Command::Forget {
+            agent,
+            id,
+            query,
+            dry_run,
+        } => {
+            let agent = AgentId::parse(&agent).map_err(user_error)?;
+            let target = match (id, query) {
+                (Some(id), _) => ForgetTarget::Id(MemoryId(id)),
+                (None, Some(text)) => ForgetTarget::Query { text, limit: 10 },
+                (None, None) => anyhow::bail!("give --id or --query"),
+            };
+            let forgotten = runtime
+                .forget(&agent, target, dry_run)
+                .await
+                .map_err(user_error)?;
+            let ids: Vec<String> = forgotten.into_iter().map(|i| i.0).collect();
+            print(
+                json,
+                &serde_json::json!({"forgotten": ids, "dry_run": dry_run}),
+                |_| {
+                    let verb = if dry_run { "would forget" } else { "forgot" };
+                    format!(
+                        "{verb} {} memories{}{}",
+                        ids.len(),
+                        if ids.is_empty() { "" } else { ": " },
+                        ids.join(", ")
+                    )
+                },
+            );
+        }
+        Command::History { id, agent } => {
+            let agent = agent
+                .as_deref()
+                .map(AgentId::parse)
+                .transpose()
+                .map_err(user_error)?;
+            let id = MemoryId(id);
+            let versions = runtime
+                .history(agent.as_ref(), &id)
+                .await
+                .map_err(user_error)?;
+            let response = HistoryResponse {
+                id: id.0,
+                versions: versions.into_iter().map(Into::into).collect(),
+            };
+            print(json, &response, |r| {
+                if r.versions.is_empty() {
+                    return "no earlier versions".to_string();
+                }
+                r.versions
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "v{}  {}  {:<16} {}",
+                            v.version,
+                            v.archived_at.format("%Y-%m-%d %H:%M"),
+                            v.reason,
+                            v.content
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        Command::Consolidate { agent } => {
+            let agent = AgentId::parse(&agent).map_err(user_error)?;
+            let run = RunView::from(runtime.consolidate(&agent).await.map_err(user_error)?);
+            print(json, &run, |r| {
+                format!(
+                    "consolidation {}: {} candidates, {} forgotten",
+                    r.id, r.processed, r.forgotten
+                )
+            });
+        }
+        Command::Serve | Command::Migrate | Command::Bench(_) | Command::Eval { .. } => {
+            anyhow::bail!("handled before opening the data directory")
+        }
+    }
+    Ok(())
+}

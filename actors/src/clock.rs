@@ -30,7 +30,9 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock stopped at `now`.
     pub fn new(now: DateTime<Utc>) -> Self {
-        Self { now: Mutex::new(now) }
+        Self {
+            now: Mutex::new(now),
+        }
     }
     /// Move the clock forward.
     pub fn advance(&self, by: chrono::Duration) {

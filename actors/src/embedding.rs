@@ -17,7 +17,9 @@ pub trait Embedder: Send + Sync + 'static {
     /// Embed one text.
     fn embed(&self, text: &str) -> MemoryResult<Vec<f32>> {
         let mut vectors = self.embed_batch(&[text])?;
-        vectors.pop().ok_or_else(|| crate::error::MemoryError::internal("embedder returned no vector"))
+        vectors
+            .pop()
+            .ok_or_else(|| crate::error::MemoryError::internal("embedder returned no vector"))
     }
 }
 
@@ -51,7 +53,10 @@ pub struct BuiltinEmbedder {
 impl BuiltinEmbedder {
     /// An embedder with `dimension` hash buckets.
     pub fn new(dimension: usize) -> Self {
-        Self { dimension: dimension.max(8), model_id: format!("builtin-hash-v1-{}", dimension.max(8)) }
+        Self {
+            dimension: dimension.max(8),
+            model_id: format!("builtin-hash-v1-{}", dimension.max(8)),
+        }
     }
 
     fn add_feature(&self, vector: &mut [f32], feature: &[u8], weight: f32) {
@@ -69,7 +74,11 @@ impl BuiltinEmbedder {
             .filter(|w| !w.is_empty())
             .collect();
         for (index, word) in words.iter().enumerate() {
-            let weight = if crate::text::is_stopword(word) { 0.2 } else { 1.0 };
+            let weight = if crate::text::is_stopword(word) {
+                0.2
+            } else {
+                1.0
+            };
             self.add_feature(&mut vector, word.as_bytes(), weight);
             if let Some(next) = words.get(index + 1) {
                 let bigram = format!("{word} {next}");
@@ -129,7 +138,9 @@ mod tests {
         let embedder = BuiltinEmbedder::new(256);
         let cat = embedder.embed("the cat sits on the mat").unwrap();
         let cats = embedder.embed("cats sitting on a mat").unwrap();
-        let revenue = embedder.embed("quarterly revenue grew by ten percent").unwrap();
+        let revenue = embedder
+            .embed("quarterly revenue grew by ten percent")
+            .unwrap();
         assert!(dot(&cat, &cats) > dot(&cat, &revenue) + 0.2);
     }
 

@@ -63,11 +63,19 @@ pub struct MemoryError {
 impl MemoryError {
     /// Build an error with a code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), field: None }
+        Self {
+            code,
+            message: message.into(),
+            field: None,
+        }
     }
     /// A bad value in `field`.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::InvalidArgument, message: message.into(), field: Some(field.into()) }
+        Self {
+            code: ErrorCode::InvalidArgument,
+            message: message.into(),
+            field: Some(field.into()),
+        }
     }
     /// A missing resource.
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -75,7 +83,11 @@ impl MemoryError {
     }
     /// A too-large payload in `field`.
     pub fn too_large(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::PayloadTooLarge, message: message.into(), field: Some(field.into()) }
+        Self {
+            code: ErrorCode::PayloadTooLarge,
+            message: message.into(),
+            field: Some(field.into()),
+        }
     }
     /// A backend that cannot answer now.
     pub fn unavailable(message: impl Into<String>) -> Self {

@@ -71,9 +71,18 @@ impl SessionId {
 
 fn validate_identifier(field: &str, raw: &str) -> MemoryResult<()> {
     if raw.is_empty() || raw.len() > 128 {
-        return Err(MemoryError::invalid(field, format!("{field} must be 1 to 128 characters long (got {})", raw.len())));
+        return Err(MemoryError::invalid(
+            field,
+            format!(
+                "{field} must be 1 to 128 characters long (got {})",
+                raw.len()
+            ),
+        ));
     }
-    if let Some(bad) = raw.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))) {
+    if let Some(bad) = raw
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    {
         return Err(MemoryError::invalid(
             field,
             format!("{field} may only contain letters, digits and _ . : - (found {bad:?})"),
@@ -141,8 +150,12 @@ pub enum MemoryStatus {
 
 impl MemoryStatus {
     /// Every status, in a fixed order (used by stats).
-    pub const ALL: [MemoryStatus; 4] =
-        [MemoryStatus::Active, MemoryStatus::Superseded, MemoryStatus::Stale, MemoryStatus::Archived];
+    pub const ALL: [MemoryStatus; 4] = [
+        MemoryStatus::Active,
+        MemoryStatus::Superseded,
+        MemoryStatus::Stale,
+        MemoryStatus::Archived,
+    ];
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -154,9 +167,17 @@ impl MemoryStatus {
     }
     /// Parse a wire name; the error names `field` and lists the accepted values.
     pub fn parse(field: &str, raw: &str) -> MemoryResult<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == raw).ok_or_else(|| {
-            MemoryError::invalid(field, format!("unknown status {raw:?}; use one of active, superseded, stale, archived"))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == raw)
+            .ok_or_else(|| {
+                MemoryError::invalid(
+                    field,
+                    format!(
+                        "unknown status {raw:?}; use one of active, superseded, stale, archived"
+                    ),
+                )
+            })
     }
 }
 
@@ -360,7 +381,10 @@ mod tests {
     fn agent_ids_are_validated() {
         assert!(AgentId::parse("alice").is_ok());
         assert!(AgentId::parse("team:bot-1.v2_x").is_ok());
-        assert_eq!(AgentId::parse("").unwrap_err().field.as_deref(), Some("agent_id"));
+        assert_eq!(
+            AgentId::parse("").unwrap_err().field.as_deref(),
+            Some("agent_id")
+        );
         assert!(AgentId::parse("bad agent").is_err());
         assert!(AgentId::parse(&"a".repeat(129)).is_err());
         assert!(AgentId::parse(&"a".repeat(128)).is_ok());
@@ -374,7 +398,10 @@ mod tests {
         for s in MemoryStatus::ALL {
             assert_eq!(MemoryStatus::parse("status", s.as_str()).unwrap(), s);
         }
-        assert!(MemoryType::parse("type", "dream").unwrap_err().message.contains("episodic"));
+        assert!(MemoryType::parse("type", "dream")
+            .unwrap_err()
+            .message
+            .contains("episodic"));
     }
 
     #[test]
@@ -403,7 +430,10 @@ mod tests {
             source: None,
             version: 1,
         };
-        let patch = MemoryPatch { content: Some("new".into()), ..Default::default() };
+        let patch = MemoryPatch {
+            content: Some("new".into()),
+            ..Default::default()
+        };
         let next = apply_patch(&memory, &patch, now);
         assert_eq!(next.content, "new");
         assert_eq!(next.title.as_deref(), Some("t"));

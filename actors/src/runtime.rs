@@ -23,8 +23,8 @@ use crate::clock::Clock;
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::{
-    apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryStatus,
-    MemoryType, MemoryVersion, SessionId, SourceRef,
+    apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
+    MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
 };
 use crate::policy::activation::spread;
 use crate::policy::consolidation::ForgetPolicy;
@@ -32,12 +32,12 @@ use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::stats::{agent_stats, AgentStats};
 use crate::store::{
-    EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex, VectorQuery,
-    WorkingItem, WorkingStore,
+    EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex,
+    VectorQuery, WorkingItem, WorkingStore,
 };
 use crate::supervisor::{
-    ChildHealth, ChildKind, Children, CognitionSettings, Directory, RestartPolicy, Supervisor, SupervisorArgs,
-    SupervisorMsg, SupervisorRef,
+    ChildHealth, ChildKind, Children, CognitionSettings, Directory, RestartPolicy, Supervisor,
+    SupervisorArgs, SupervisorMsg, SupervisorRef,
 };
 
 /// Input limits; exceeding one is a typed error naming the field.
@@ -327,7 +327,9 @@ impl Runtime {
                 index: parts.vectors.clone(),
                 store: parts.memories.clone(),
             },
-            graph: GraphArgs { store: parts.graph.clone() },
+            graph: GraphArgs {
+                store: parts.graph.clone(),
+            },
             consolidator: ConsolidatorArgs {
                 store: parts.memories.clone(),
                 index: parts.vectors.clone(),
@@ -340,17 +342,24 @@ impl Runtime {
             restart: config.restart,
             directory: directory.clone(),
         };
-        let (supervisor, _handle) = Actor::spawn(None, Supervisor, args).await.map_err(|error| {
-            // A child's MemoryError (e.g. a config problem) surfaces as the spawn error's text.
-            MemoryError::unavailable(format!("the runtime could not start: {error}"))
-        })?;
+        let (supervisor, _handle) =
+            Actor::spawn(None, Supervisor, args)
+                .await
+                .map_err(|error| {
+                    // A child's MemoryError (e.g. a config problem) surfaces as the spawn error's text.
+                    MemoryError::unavailable(format!("the runtime could not start: {error}"))
+                })?;
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 directory,
                 supervisor,
                 config: config.clone(),
                 clock: parts.clock.clone(),
-                backends: (parts.memories.backend_name(), parts.graph.backend_name(), parts.working.backend_name()),
+                backends: (
+                    parts.memories.backend_name(),
+                    parts.graph.backend_name(),
+                    parts.working.backend_name(),
+                ),
             }),
         })
     }
@@ -362,16 +371,27 @@ impl Runtime {
 
     /// Now, by the injected clock.
     pub fn now(&self) -> DateTime<Utc> {
-        self.inner.clock.now()
+        use chrono::SubsecRound;
+        // Microseconds: what every store keeps, so an answer never differs from a re-read.
+        self.inner.clock.now().trunc_subsecs(6)
     }
 
     /// Stop every actor after flushing pending reinforcement and checkpointing the store.
     pub async fn shutdown(&self) -> MemoryResult<()> {
-        let flushed = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Flush { reply }).await;
+        let flushed = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::Flush { reply },
+            )
+            .await;
         let _ = self
             .inner
             .supervisor
-            .call(|reply| SupervisorMsg::Shutdown { reply }, Some(Duration::from_secs(30)))
+            .call(
+                |reply| SupervisorMsg::Shutdown { reply },
+                Some(Duration::from_secs(30)),
+            )
             .await;
         self.inner.supervisor.stop(Some("shutdown".into()));
         flushed
@@ -380,7 +400,13 @@ impl Runtime {
     /// Supervision and index health.
     pub async fn health(&self) -> RuntimeHealth {
         let index = match self.inner.directory.children().vectors {
-            Some(vectors) => match vectors.call(|reply| VectorsMsg::Status { reply }, Some(Duration::from_secs(2))).await {
+            Some(vectors) => match vectors
+                .call(
+                    |reply| VectorsMsg::Status { reply },
+                    Some(Duration::from_secs(2)),
+                )
+                .await
+            {
                 Ok(ractor::rpc::CallResult::Success(Ok(status))) => Some(status),
                 _ => None,
             },
@@ -415,7 +441,9 @@ impl Runtime {
         let mut pause = Duration::from_millis(5);
         loop {
             if let Some(actor) = pick(&self.inner.directory.children()) {
-                let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+                let remaining = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
                 match actor.call(&build, Some(remaining)).await {
                     Ok(ractor::rpc::CallResult::Success(result)) => return result,
                     Ok(ractor::rpc::CallResult::Timeout) => {
@@ -442,15 +470,29 @@ impl Runtime {
     }
 
     async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
-        self.ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Embed { texts: texts.clone(), reply })
-            .await
+        self.ask(
+            ChildKind::Vectors,
+            |c| c.vectors.clone(),
+            |reply| VectorsMsg::Embed {
+                texts: texts.clone(),
+                reply,
+            },
+        )
+        .await
     }
 
     /// Best effort: a projection that misses an update is rebuilt from SQL when its actor restarts.
     async fn project_vectors(&self, upsert: Vec<EmbeddingRecord>, remove: Vec<MemoryId>) {
         if !remove.is_empty() {
             if let Err(error) = self
-                .ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Remove { ids: remove.clone(), reply })
+                .ask(
+                    ChildKind::Vectors,
+                    |c| c.vectors.clone(),
+                    |reply| VectorsMsg::Remove {
+                        ids: remove.clone(),
+                        reply,
+                    },
+                )
                 .await
             {
                 tracing::warn!(%error, "vector index removal deferred to the next rebuild");
@@ -458,7 +500,14 @@ impl Runtime {
         }
         if !upsert.is_empty() {
             if let Err(error) = self
-                .ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Upsert { entries: upsert.clone(), reply })
+                .ask(
+                    ChildKind::Vectors,
+                    |c| c.vectors.clone(),
+                    |reply| VectorsMsg::Upsert {
+                        entries: upsert.clone(),
+                        reply,
+                    },
+                )
                 .await
             {
                 tracing::warn!(%error, "vector index update deferred to the next rebuild");
@@ -470,33 +519,52 @@ impl Runtime {
         let limits = &self.inner.config.limits;
         let field = |name: &str| format!("{prefix}{name}");
         if input.content.trim().is_empty() {
-            return Err(MemoryError::invalid(field("content"), "content must not be empty"));
+            return Err(MemoryError::invalid(
+                field("content"),
+                "content must not be empty",
+            ));
         }
         if input.content.len() > limits.max_content_bytes {
             return Err(MemoryError::too_large(
                 field("content"),
-                format!("content is {} bytes; the limit is {} (limits.max_content_bytes)", input.content.len(), limits.max_content_bytes),
+                format!(
+                    "content is {} bytes; the limit is {} (limits.max_content_bytes)",
+                    input.content.len(),
+                    limits.max_content_bytes
+                ),
             ));
         }
         if let Some(importance) = input.importance {
             if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
-                return Err(MemoryError::invalid(field("importance"), "importance must be between 0 and 1"));
+                return Err(MemoryError::invalid(
+                    field("importance"),
+                    "importance must be between 0 and 1",
+                ));
             }
         }
         if let Some(valence) = input.valence {
             if !(-1.0..=1.0).contains(&valence) || valence.is_nan() {
-                return Err(MemoryError::invalid(field("valence"), "valence must be between -1 and 1"));
+                return Err(MemoryError::invalid(
+                    field("valence"),
+                    "valence must be between -1 and 1",
+                ));
             }
         }
         if let Some(arousal) = input.arousal {
             if !(0.0..=1.0).contains(&arousal) || arousal.is_nan() {
-                return Err(MemoryError::invalid(field("arousal"), "arousal must be between 0 and 1"));
+                return Err(MemoryError::invalid(
+                    field("arousal"),
+                    "arousal must be between 0 and 1",
+                ));
             }
         }
         validate_tags(&input.tags, limits, &field("tags"))?;
         if let Some(title) = &input.title {
             if title.len() > 1024 {
-                return Err(MemoryError::invalid(field("title"), "title must be at most 1024 bytes"));
+                return Err(MemoryError::invalid(
+                    field("title"),
+                    "title must be at most 1024 bytes",
+                ));
             }
         }
         if let Some(metadata) = &input.metadata {
@@ -504,16 +572,30 @@ impl Runtime {
         }
         if let Some(source) = &input.source {
             if source.path.is_empty() || source.hash.is_empty() {
-                return Err(MemoryError::invalid(field("source"), "source needs a non-empty path and hash"));
+                return Err(MemoryError::invalid(
+                    field("source"),
+                    "source needs a non-empty path and hash",
+                ));
             }
         }
         Ok(())
     }
 
-    fn build_memory(&self, agent: &AgentId, input: RememberInput, now: DateTime<Utc>) -> (Memory, Routing) {
+    fn build_memory(
+        &self,
+        agent: &AgentId,
+        input: RememberInput,
+        now: DateTime<Utc>,
+    ) -> (Memory, Routing) {
         let routing = match input.memory_type {
-            Some(memory_type) => Routing { memory_type, reason: "explicit type given by the caller".into() },
-            None => Routing { memory_type: MemoryType::Episodic, reason: "default: no type given".into() },
+            Some(memory_type) => Routing {
+                memory_type,
+                reason: "explicit type given by the caller".into(),
+            },
+            None => Routing {
+                memory_type: MemoryType::Episodic,
+                reason: "default: no type given".into(),
+            },
         };
         let memory = Memory {
             id: MemoryId::generate(),
@@ -521,7 +603,9 @@ impl Runtime {
             memory_type: routing.memory_type,
             content: input.content,
             title: input.title,
-            importance: input.importance.unwrap_or(self.inner.config.default_importance),
+            importance: input
+                .importance
+                .unwrap_or(self.inner.config.default_importance),
             tags: input.tags,
             session_id: input.session_id,
             occurred_at: input.occurred_at.unwrap_or(now),
@@ -542,53 +626,105 @@ impl Runtime {
     }
 
     /// Remember one memory.
-    pub async fn remember(&self, agent: &AgentId, input: RememberInput) -> MemoryResult<RememberOutcome> {
+    pub async fn remember(
+        &self,
+        agent: &AgentId,
+        input: RememberInput,
+    ) -> MemoryResult<RememberOutcome> {
         let mut outcomes = self.remember_many(agent, vec![input], "").await?;
-        outcomes.pop().ok_or_else(|| MemoryError::internal("remember produced no outcome"))
+        outcomes
+            .pop()
+            .ok_or_else(|| MemoryError::internal("remember produced no outcome"))
     }
 
     /// Remember several memories in one transaction, in order.
-    pub async fn remember_batch(&self, agent: &AgentId, inputs: Vec<RememberInput>) -> MemoryResult<Vec<RememberOutcome>> {
+    pub async fn remember_batch(
+        &self,
+        agent: &AgentId,
+        inputs: Vec<RememberInput>,
+    ) -> MemoryResult<Vec<RememberOutcome>> {
         let limits = &self.inner.config.limits;
         if inputs.is_empty() {
-            return Err(MemoryError::invalid("memories", "memories must hold at least one memory"));
+            return Err(MemoryError::invalid(
+                "memories",
+                "memories must hold at least one memory",
+            ));
         }
         if inputs.len() > limits.max_batch {
             return Err(MemoryError::too_large(
                 "memories",
-                format!("a batch holds at most {} memories (limits.max_batch); got {}", limits.max_batch, inputs.len()),
+                format!(
+                    "a batch holds at most {} memories (limits.max_batch); got {}",
+                    limits.max_batch,
+                    inputs.len()
+                ),
             ));
         }
         self.remember_many(agent, inputs, "memories").await
     }
 
-    async fn remember_many(&self, agent: &AgentId, inputs: Vec<RememberInput>, batch_field: &str) -> MemoryResult<Vec<RememberOutcome>> {
+    async fn remember_many(
+        &self,
+        agent: &AgentId,
+        inputs: Vec<RememberInput>,
+        batch_field: &str,
+    ) -> MemoryResult<Vec<RememberOutcome>> {
         for (index, input) in inputs.iter().enumerate() {
-            let prefix = if batch_field.is_empty() { String::new() } else { format!("{batch_field}[{index}].") };
+            let prefix = if batch_field.is_empty() {
+                String::new()
+            } else {
+                format!("{batch_field}[{index}].")
+            };
             self.validate_input(input, &prefix)?;
         }
         let now = self.now();
-        let built: Vec<(Memory, Routing)> = inputs.into_iter().map(|input| self.build_memory(agent, input, now)).collect();
-        let embeddings = self.embed(built.iter().map(|(m, _)| embedding_text(m)).collect()).await?;
+        let built: Vec<(Memory, Routing)> = inputs
+            .into_iter()
+            .map(|input| self.build_memory(agent, input, now))
+            .collect();
+        let embeddings = self
+            .embed(built.iter().map(|(m, _)| embedding_text(m)).collect())
+            .await?;
         let records: Vec<StoredMemory> = built
             .iter()
             .zip(embeddings)
-            .map(|((memory, _), embedding)| StoredMemory { memory: memory.clone(), embedding })
+            .map(|((memory, _), embedding)| StoredMemory {
+                memory: memory.clone(),
+                embedding,
+            })
             .collect();
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Insert { records: records.clone(), reply })
-            .await?;
-        let entries: Vec<EmbeddingRecord> = records.iter().map(|r| embedding_record(&r.memory, r.embedding.clone())).collect();
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::Insert {
+                records: records.clone(),
+                reply,
+            },
+        )
+        .await?;
+        let entries: Vec<EmbeddingRecord> = records
+            .iter()
+            .map(|r| embedding_record(&r.memory, r.embedding.clone()))
+            .collect();
         self.project_vectors(entries, Vec::new()).await;
         for (memory, _) in &built {
             if let Some(session) = &memory.session_id {
-                let item = WorkingItem { memory_id: memory.id.clone(), content: memory.content.clone(), at: now };
+                let item = WorkingItem {
+                    memory_id: memory.id.clone(),
+                    content: memory.content.clone(),
+                    at: now,
+                };
                 let pushed = self
-                    .ask(ChildKind::Working, |c| c.working.clone(), |reply| WorkingMsg::Push {
-                        agent: agent.clone(),
-                        session: session.clone(),
-                        item: item.clone(),
-                        reply,
-                    })
+                    .ask(
+                        ChildKind::Working,
+                        |c| c.working.clone(),
+                        |reply| WorkingMsg::Push {
+                            agent: agent.clone(),
+                            session: session.clone(),
+                            item: item.clone(),
+                            reply,
+                        },
+                    )
                     .await;
                 if let Err(error) = pushed {
                     tracing::warn!(%error, "working-memory window not updated");
@@ -597,7 +733,12 @@ impl Runtime {
         }
         Ok(built
             .into_iter()
-            .map(|(memory, routing)| RememberOutcome { memory, routing, deduplicated_into: None, superseded: Vec::new() })
+            .map(|(memory, routing)| RememberOutcome {
+                memory,
+                routing,
+                deduplicated_into: None,
+                superseded: Vec::new(),
+            })
             .collect())
     }
 
@@ -609,14 +750,20 @@ impl Runtime {
         if limit == 0 || limit > limits.max_result_limit {
             return Err(MemoryError::invalid(
                 "limit",
-                format!("limit must be between 1 and {} (limits.max_result_limit)", limits.max_result_limit),
+                format!(
+                    "limit must be between 1 and {} (limits.max_result_limit)",
+                    limits.max_result_limit
+                ),
             ));
         }
         if input.query.trim().is_empty() {
             return Err(MemoryError::invalid("query", "query must not be empty"));
         }
         if input.query.len() > limits.max_content_bytes {
-            return Err(MemoryError::too_large("query", format!("query is longer than {} bytes", limits.max_content_bytes)));
+            return Err(MemoryError::too_large(
+                "query",
+                format!("query is longer than {} bytes", limits.max_content_bytes),
+            ));
         }
         validate_tags(&input.tags, limits, "tags")?;
         let fetch = (limit * 3 + 20).min(1000);
@@ -634,72 +781,128 @@ impl Runtime {
             limit: fetch,
         };
         let (vector_hits, keyword_hits) = tokio::join!(
-            self.ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Search {
-                text: Some(input.query.clone()),
-                query: vector_query.clone(),
-                reply,
-            }),
-            self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::KeywordSearch {
-                query: keyword_query.clone(),
-                reply,
-            }),
+            self.ask(
+                ChildKind::Vectors,
+                |c| c.vectors.clone(),
+                |reply| VectorsMsg::Search {
+                    text: Some(input.query.clone()),
+                    query: vector_query.clone(),
+                    reply,
+                }
+            ),
+            self.ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::KeywordSearch {
+                    query: keyword_query.clone(),
+                    reply,
+                }
+            ),
         );
         let lists = vec![
             RankedList {
                 retriever: Retriever::Vector,
                 weight: 1.0,
-                hits: vector_hits?.into_iter().map(|(id, s)| (id, f64::from(s))).collect(),
+                hits: vector_hits?
+                    .into_iter()
+                    .map(|(id, s)| (id, f64::from(s)))
+                    .collect(),
             },
-            RankedList { retriever: Retriever::Keyword, weight: 1.0, hits: keyword_hits? },
+            RankedList {
+                retriever: Retriever::Keyword,
+                weight: 1.0,
+                hits: keyword_hits?,
+            },
         ];
         let fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
         let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
-        let memories = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::GetMany { ids: ids.clone(), reply }).await?;
+        let memories = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::GetMany {
+                    ids: ids.clone(),
+                    reply,
+                },
+            )
+            .await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         let now = self.now();
-        let max_fused = lists.iter().map(|l| l.weight).sum::<f64>() / (self.inner.config.rrf_k + 1.0);
+        let max_fused =
+            lists.iter().map(|l| l.weight).sum::<f64>() / (self.inner.config.rrf_k + 1.0);
         let mut hits: Vec<RecallHit> = fused
             .iter()
             .filter_map(|hit| {
                 let memory = *by_id.get(&hit.id)?;
-                let visible = memory.agent_id == input.agent_id || (input.include_shared && memory.shared);
+                let visible =
+                    memory.agent_id == input.agent_id || (input.include_shared && memory.shared);
                 let wanted = memory.status == MemoryStatus::Active
                     && (input.types.is_empty() || input.types.contains(&memory.memory_type))
-                    && (input.tags.is_empty() || memory.tags.iter().any(|t| input.tags.contains(t)));
+                    && (input.tags.is_empty()
+                        || memory.tags.iter().any(|t| input.tags.contains(t)));
                 if !visible || !wanted {
                     return None;
                 }
                 let retention = self.inner.config.retention.retention(memory, now);
-                let in_session = input.session_id.is_some() && memory.session_id == input.session_id;
+                let in_session =
+                    input.session_id.is_some() && memory.session_id == input.session_id;
                 let relevance = hit.score / max_fused;
                 let score = relevance
                     * (0.85 + 0.15 * f64::from(memory.importance))
                     * (0.9 + 0.1 * retention)
                     * if in_session { 1.1 } else { 1.0 }
-                    * if memory.agent_id == input.agent_id { 1.0 } else { 0.9 };
+                    * if memory.agent_id == input.agent_id {
+                        1.0
+                    } else {
+                        0.9
+                    };
                 Some(RecallHit {
                     memory: memory.clone(),
                     score,
                     retention,
                     matched_by: hit.matched_by.iter().map(|r| r.as_str()).collect(),
-                    components: input.debug.then(|| hit.components.iter().map(|(r, s)| (r.as_str(), *s)).collect()),
+                    components: input.debug.then(|| {
+                        hit.components
+                            .iter()
+                            .map(|(r, s)| (r.as_str(), *s))
+                            .collect()
+                    }),
                 })
             })
             .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.memory.id.cmp(&b.memory.id)));
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.memory.id.cmp(&b.memory.id))
+        });
         hits.truncate(limit);
         if !hits.is_empty() {
             let touched: Vec<MemoryId> = hits.iter().map(|h| h.memory.id.clone()).collect();
             if let Some(episodic) = self.inner.directory.children().episodic {
-                let _ = episodic.cast(EpisodicMsg::Touch { ids: touched, at: now });
+                let _ = episodic.cast(EpisodicMsg::Touch {
+                    ids: touched,
+                    at: now,
+                });
             }
         }
-        Ok(RecallOutcome { hits, took_ms: started.elapsed().as_secs_f64() * 1000.0 })
+        Ok(RecallOutcome {
+            hits,
+            took_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
     }
 
     /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
     pub async fn get(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<Memory> {
-        let found = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Get { id: id.clone(), reply }).await?;
+        let found = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::Get {
+                    id: id.clone(),
+                    reply,
+                },
+            )
+            .await?;
         match found {
             Some(memory) if agent.is_none_or(|a| memory.agent_id == *a) => Ok(memory),
             _ => Err(not_found(id, agent)),
@@ -707,14 +910,29 @@ impl Runtime {
     }
 
     /// Browse newest first; returns the page and the cursor of the next page.
-    pub async fn list(&self, mut query: ListQuery) -> MemoryResult<(Vec<Memory>, Option<MemoryId>)> {
+    pub async fn list(
+        &self,
+        mut query: ListQuery,
+    ) -> MemoryResult<(Vec<Memory>, Option<MemoryId>)> {
         let max = self.inner.config.limits.max_result_limit;
         if query.limit == 0 || query.limit > max {
-            return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max} (limits.max_result_limit)")));
+            return Err(MemoryError::invalid(
+                "limit",
+                format!("limit must be between 1 and {max} (limits.max_result_limit)"),
+            ));
         }
         let page_size = query.limit;
         query.limit = page_size + 1;
-        let mut page = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::List { query: query.clone(), reply }).await?;
+        let mut page = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::List {
+                    query: query.clone(),
+                    reply,
+                },
+            )
+            .await?;
         let next = if page.len() > page_size {
             page.truncate(page_size);
             page.last().map(|m| m.id.clone())
@@ -725,26 +943,46 @@ impl Runtime {
     }
 
     /// Change a memory, archiving its previous state with reason `update`.
-    pub async fn patch(&self, agent: Option<&AgentId>, id: &MemoryId, patch: MemoryPatch) -> MemoryResult<Memory> {
+    pub async fn patch(
+        &self,
+        agent: Option<&AgentId>,
+        id: &MemoryId,
+        patch: MemoryPatch,
+    ) -> MemoryResult<Memory> {
         self.change(agent, id, patch, "update").await
     }
 
-    async fn change(&self, agent: Option<&AgentId>, id: &MemoryId, patch: MemoryPatch, reason: &str) -> MemoryResult<Memory> {
+    async fn change(
+        &self,
+        agent: Option<&AgentId>,
+        id: &MemoryId,
+        patch: MemoryPatch,
+        reason: &str,
+    ) -> MemoryResult<Memory> {
         let limits = &self.inner.config.limits;
         if patch.is_empty() {
-            return Err(MemoryError::invalid("body", "the patch changes nothing; send at least one field to change"));
+            return Err(MemoryError::invalid(
+                "body",
+                "the patch changes nothing; send at least one field to change",
+            ));
         }
         if let Some(content) = &patch.content {
             if content.trim().is_empty() {
                 return Err(MemoryError::invalid("content", "content must not be empty"));
             }
             if content.len() > limits.max_content_bytes {
-                return Err(MemoryError::too_large("content", format!("content is longer than {} bytes", limits.max_content_bytes)));
+                return Err(MemoryError::too_large(
+                    "content",
+                    format!("content is longer than {} bytes", limits.max_content_bytes),
+                ));
             }
         }
         if let Some(importance) = patch.importance {
             if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
-                return Err(MemoryError::invalid("importance", "importance must be between 0 and 1"));
+                return Err(MemoryError::invalid(
+                    "importance",
+                    "importance must be between 0 and 1",
+                ));
             }
         }
         if let Some(tags) = &patch.tags {
@@ -757,14 +995,22 @@ impl Runtime {
         let now = self.now();
         let next = apply_patch(&current, &patch, now);
         let content_changed = next.content != current.content || next.title != current.title;
-        let embedding = if content_changed { Some(self.embed(vec![embedding_text(&next)]).await?.remove(0)) } else { None };
+        let embedding = if content_changed {
+            Some(self.embed(vec![embedding_text(&next)]).await?.remove(0))
+        } else {
+            None
+        };
         let previous = version_of(&current, reason, now);
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Update {
-            next: Box::new(next.clone()),
-            previous: previous.clone(),
-            embedding: embedding.clone(),
-            reply,
-        })
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::Update {
+                next: Box::new(next.clone()),
+                previous: previous.clone(),
+                embedding: embedding.clone(),
+                reply,
+            },
+        )
         .await?;
         // Keep the projection in step with status, type, sharing and content.
         if next.status == MemoryStatus::Active {
@@ -773,29 +1019,60 @@ impl Runtime {
                 None => self.stored_embedding(&next.id).await?,
             };
             if let Some(vector) = vector {
-                self.project_vectors(vec![embedding_record(&next, vector)], Vec::new()).await;
+                self.project_vectors(vec![embedding_record(&next, vector)], Vec::new())
+                    .await;
             }
         } else {
-            self.project_vectors(Vec::new(), vec![next.id.clone()]).await;
+            self.project_vectors(Vec::new(), vec![next.id.clone()])
+                .await;
         }
         Ok(next)
     }
 
     async fn stored_embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Embedding { id: id.clone(), reply }).await
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::Embedding {
+                id: id.clone(),
+                reply,
+            },
+        )
+        .await
     }
 
     /// Delete a memory from every store (history included).
     pub async fn delete(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<()> {
         self.get(agent, id).await?;
-        self.ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::RemoveMemory { id: id.clone(), reply }).await?;
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Delete { id: id.clone(), reply }).await?;
+        self.ask(
+            ChildKind::Graph,
+            |c| c.graph.clone(),
+            |reply| GraphMsg::RemoveMemory {
+                id: id.clone(),
+                reply,
+            },
+        )
+        .await?;
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::Delete {
+                id: id.clone(),
+                reply,
+            },
+        )
+        .await?;
         self.project_vectors(Vec::new(), vec![id.clone()]).await;
         Ok(())
     }
 
     /// Forget: archive (never delete) one memory or the memories matching a query. `dry_run` only reports.
-    pub async fn forget(&self, agent: &AgentId, target: ForgetTarget, dry_run: bool) -> MemoryResult<Vec<MemoryId>> {
+    pub async fn forget(
+        &self,
+        agent: &AgentId,
+        target: ForgetTarget,
+        dry_run: bool,
+    ) -> MemoryResult<Vec<MemoryId>> {
         let ids = match target {
             ForgetTarget::Id(id) => {
                 let memory = self.get(Some(agent), &id).await?;
@@ -811,15 +1088,30 @@ impl Runtime {
                 }
                 let max = self.inner.config.limits.max_result_limit;
                 if limit == 0 || limit > max {
-                    return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max}")));
+                    return Err(MemoryError::invalid(
+                        "limit",
+                        format!("limit must be between 1 and {max}"),
+                    ));
                 }
                 // Only keyword matches: forgetting by vague similarity would archive the wrong things.
-                let query = KeywordQuery { agent_id: agent.clone(), include_shared: false, text, limit };
-                self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::KeywordSearch { query: query.clone(), reply })
-                    .await?
-                    .into_iter()
-                    .map(|(id, _)| id)
-                    .collect()
+                let query = KeywordQuery {
+                    agent_id: agent.clone(),
+                    include_shared: false,
+                    text,
+                    limit,
+                };
+                self.ask(
+                    ChildKind::Episodic,
+                    |c| c.episodic.clone(),
+                    |reply| EpisodicMsg::KeywordSearch {
+                        query: query.clone(),
+                        reply,
+                    },
+                )
+                .await?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
             }
         };
         if dry_run {
@@ -827,7 +1119,10 @@ impl Runtime {
         }
         let mut forgotten = Vec::new();
         for id in ids {
-            let patch = MemoryPatch { status: Some(MemoryStatus::Archived), ..Default::default() };
+            let patch = MemoryPatch {
+                status: Some(MemoryStatus::Archived),
+                ..Default::default()
+            };
             self.change(Some(agent), &id, patch, "forget").await?;
             forgotten.push(id);
         }
@@ -835,26 +1130,63 @@ impl Runtime {
     }
 
     /// Version history of a memory, oldest first.
-    pub async fn history(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
+    pub async fn history(
+        &self,
+        agent: Option<&AgentId>,
+        id: &MemoryId,
+    ) -> MemoryResult<Vec<MemoryVersion>> {
         self.get(agent, id).await?;
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::History { id: id.clone(), reply }).await
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::History {
+                id: id.clone(),
+                reply,
+            },
+        )
+        .await
     }
 
     /// Link two memories of the same agent.
-    pub async fn associate(&self, agent: &AgentId, from: &MemoryId, to: &MemoryId, relation: Option<String>, weight: Option<f32>) -> MemoryResult<Association> {
+    pub async fn associate(
+        &self,
+        agent: &AgentId,
+        from: &MemoryId,
+        to: &MemoryId,
+        relation: Option<String>,
+        weight: Option<f32>,
+    ) -> MemoryResult<Association> {
         if from == to {
-            return Err(MemoryError::invalid("to_id", "a memory cannot be associated with itself"));
+            return Err(MemoryError::invalid(
+                "to_id",
+                "a memory cannot be associated with itself",
+            ));
         }
         let relation = relation.unwrap_or_else(|| "related_to".to_string());
-        if relation.is_empty() || relation.len() > 64 || !relation.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(MemoryError::invalid("relation", "relation must be 1 to 64 characters of letters, digits and _"));
+        if relation.is_empty()
+            || relation.len() > 64
+            || !relation
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(MemoryError::invalid(
+                "relation",
+                "relation must be 1 to 64 characters of letters, digits and _",
+            ));
         }
         let weight = weight.unwrap_or(0.5);
         if !(0.0..=1.0).contains(&weight) || weight.is_nan() {
-            return Err(MemoryError::invalid("weight", "weight must be between 0 and 1"));
+            return Err(MemoryError::invalid(
+                "weight",
+                "weight must be between 0 and 1",
+            ));
         }
-        self.get(Some(agent), from).await.map_err(|e| with_field(e, "from_id"))?;
-        self.get(Some(agent), to).await.map_err(|e| with_field(e, "to_id"))?;
+        self.get(Some(agent), from)
+            .await
+            .map_err(|e| with_field(e, "from_id"))?;
+        self.get(Some(agent), to)
+            .await
+            .map_err(|e| with_field(e, "to_id"))?;
         let edge = Association {
             agent_id: agent.clone(),
             from_id: from.clone(),
@@ -863,31 +1195,66 @@ impl Runtime {
             weight,
             created_at: self.now(),
         };
-        self.ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::Upsert { edge: edge.clone(), reply }).await
+        self.ask(
+            ChildKind::Graph,
+            |c| c.graph.clone(),
+            |reply| GraphMsg::Upsert {
+                edge: edge.clone(),
+                reply,
+            },
+        )
+        .await
     }
 
     /// Spread activation from a seed memory through the association graph.
-    pub async fn spreading_activation(&self, agent: &AgentId, seed: &MemoryId, depth: u32, limit: usize) -> MemoryResult<Vec<ActivatedMemory>> {
+    pub async fn spreading_activation(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        limit: usize,
+    ) -> MemoryResult<Vec<ActivatedMemory>> {
         if !(1..=5).contains(&depth) {
-            return Err(MemoryError::invalid("depth", "depth must be between 1 and 5"));
+            return Err(MemoryError::invalid(
+                "depth",
+                "depth must be between 1 and 5",
+            ));
         }
         let max = self.inner.config.limits.max_result_limit;
         if limit == 0 || limit > max {
-            return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max}")));
+            return Err(MemoryError::invalid(
+                "limit",
+                format!("limit must be between 1 and {max}"),
+            ));
         }
-        self.get(Some(agent), seed).await.map_err(|e| with_field(e, "seed_id"))?;
+        self.get(Some(agent), seed)
+            .await
+            .map_err(|e| with_field(e, "seed_id"))?;
         let edges = self
-            .ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::Around {
-                agent: agent.clone(),
-                seeds: vec![seed.clone()],
-                depth,
-                max_edges: 10_000,
-                reply,
-            })
+            .ask(
+                ChildKind::Graph,
+                |c| c.graph.clone(),
+                |reply| GraphMsg::Around {
+                    agent: agent.clone(),
+                    seeds: vec![seed.clone()],
+                    depth,
+                    max_edges: 10_000,
+                    reply,
+                },
+            )
             .await?;
         let activations = spread(seed, &edges, depth, 0.8, limit * 2);
         let ids: Vec<MemoryId> = activations.iter().map(|a| a.id.clone()).collect();
-        let memories = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::GetMany { ids: ids.clone(), reply }).await?;
+        let memories = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::GetMany {
+                    ids: ids.clone(),
+                    reply,
+                },
+            )
+            .await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         Ok(activations
             .into_iter()
@@ -905,56 +1272,111 @@ impl Runtime {
 
     /// Statistics of an agent's memories.
     pub async fn reflect(&self, agent: &AgentId) -> MemoryResult<AgentStats> {
-        let memories = self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::AgentMemories { agent: agent.clone(), reply }).await?;
-        Ok(agent_stats(&memories, &self.inner.config.retention, self.now()))
+        let memories = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::AgentMemories {
+                    agent: agent.clone(),
+                    reply,
+                },
+            )
+            .await?;
+        Ok(agent_stats(
+            &memories,
+            &self.inner.config.retention,
+            self.now(),
+        ))
     }
 
     /// Run one consolidation pass for an agent now.
     pub async fn consolidate(&self, agent: &AgentId) -> MemoryResult<ConsolidationRun> {
-        self.ask(ChildKind::Consolidator, |c| c.consolidator.clone(), |reply| ConsolidatorMsg::Consolidate {
-            agent: agent.clone(),
-            trigger: "manual".into(),
-            reply,
-        })
+        self.ask(
+            ChildKind::Consolidator,
+            |c| c.consolidator.clone(),
+            |reply| ConsolidatorMsg::Consolidate {
+                agent: agent.clone(),
+                trigger: "manual".into(),
+                reply,
+            },
+        )
         .await
     }
 
     /// Run archival now.
     pub async fn archive(&self) -> MemoryResult<ConsolidationRun> {
-        self.ask(ChildKind::Consolidator, |c| c.consolidator.clone(), |reply| ConsolidatorMsg::Archive {
-            trigger: "manual".into(),
-            reply: Some(reply),
-        })
+        self.ask(
+            ChildKind::Consolidator,
+            |c| c.consolidator.clone(),
+            |reply| ConsolidatorMsg::Archive {
+                trigger: "manual".into(),
+                reply: Some(reply),
+            },
+        )
         .await
     }
 
     /// Latest consolidation runs.
-    pub async fn runs(&self, agent: Option<&AgentId>, limit: usize) -> MemoryResult<Vec<ConsolidationRun>> {
+    pub async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>> {
         let max = self.inner.config.limits.max_result_limit;
         if limit == 0 || limit > max {
-            return Err(MemoryError::invalid("limit", format!("limit must be between 1 and {max}")));
+            return Err(MemoryError::invalid(
+                "limit",
+                format!("limit must be between 1 and {max}"),
+            ));
         }
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Runs { agent: agent.cloned(), limit, reply }).await
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::Runs {
+                agent: agent.cloned(),
+                limit,
+                reply,
+            },
+        )
+        .await
     }
 
     /// A session's working-memory window.
-    pub async fn working_window(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<Vec<WorkingItem>> {
-        self.ask(ChildKind::Working, |c| c.working.clone(), |reply| WorkingMsg::Window {
-            agent: agent.clone(),
-            session: session.clone(),
-            reply,
-        })
+    pub async fn working_window(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<WorkingItem>> {
+        self.ask(
+            ChildKind::Working,
+            |c| c.working.clone(),
+            |reply| WorkingMsg::Window {
+                agent: agent.clone(),
+                session: session.clone(),
+                reply,
+            },
+        )
         .await
     }
 
     /// Number of stored memories.
     pub async fn count(&self) -> MemoryResult<u64> {
-        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::Count { reply }).await
+        self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::Count { reply },
+        )
+        .await
     }
 
     /// Rebuild the vector index from the system of record.
     pub async fn reindex(&self) -> MemoryResult<usize> {
-        self.ask(ChildKind::Vectors, |c| c.vectors.clone(), |reply| VectorsMsg::Rebuild { reply }).await
+        self.ask(
+            ChildKind::Vectors,
+            |c| c.vectors.clone(),
+            |reply| VectorsMsg::Rebuild { reply },
+        )
+        .await
     }
 }
 
@@ -978,7 +1400,9 @@ fn embedding_record(memory: &Memory, vector: Vec<f32>) -> EmbeddingRecord {
 
 fn not_found(id: &MemoryId, agent: Option<&AgentId>) -> MemoryError {
     match agent {
-        Some(agent) => MemoryError::not_found(format!("memory {id} does not exist for agent {agent}")),
+        Some(agent) => {
+            MemoryError::not_found(format!("memory {id} does not exist for agent {agent}"))
+        }
         None => MemoryError::not_found(format!("memory {id} does not exist")),
     }
 }
@@ -990,21 +1414,46 @@ fn with_field(mut error: MemoryError, field: &str) -> MemoryError {
 
 fn validate_tags(tags: &[String], limits: &Limits, field: &str) -> MemoryResult<()> {
     if tags.len() > limits.max_tags {
-        return Err(MemoryError::invalid(field, format!("at most {} tags are allowed", limits.max_tags)));
+        return Err(MemoryError::invalid(
+            field,
+            format!("at most {} tags are allowed", limits.max_tags),
+        ));
     }
-    if let Some(bad) = tags.iter().find(|t| t.trim().is_empty() || t.len() > limits.max_tag_bytes) {
-        return Err(MemoryError::invalid(field, format!("tag {bad:?} must be 1 to {} bytes and not blank", limits.max_tag_bytes)));
+    if let Some(bad) = tags
+        .iter()
+        .find(|t| t.trim().is_empty() || t.len() > limits.max_tag_bytes)
+    {
+        return Err(MemoryError::invalid(
+            field,
+            format!(
+                "tag {bad:?} must be 1 to {} bytes and not blank",
+                limits.max_tag_bytes
+            ),
+        ));
     }
     Ok(())
 }
 
-fn validate_metadata(metadata: &serde_json::Value, limits: &Limits, field: &str) -> MemoryResult<()> {
+fn validate_metadata(
+    metadata: &serde_json::Value,
+    limits: &Limits,
+    field: &str,
+) -> MemoryResult<()> {
     if !metadata.is_object() {
-        return Err(MemoryError::invalid(field, "metadata must be a JSON object"));
+        return Err(MemoryError::invalid(
+            field,
+            "metadata must be a JSON object",
+        ));
     }
     let size = metadata.to_string().len();
     if size > limits.max_metadata_bytes {
-        return Err(MemoryError::too_large(field, format!("metadata is {size} bytes; the limit is {} (limits.max_metadata_bytes)", limits.max_metadata_bytes)));
+        return Err(MemoryError::too_large(
+            field,
+            format!(
+                "metadata is {size} bytes; the limit is {} (limits.max_metadata_bytes)",
+                limits.max_metadata_bytes
+            ),
+        ));
     }
     Ok(())
 }

@@ -11,11 +11,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
 use serde::Serialize;
 
 use crate::actors::cognition::{CognitionActor, CognitionArgs, CognitionMsg, CognitionRef};
-use crate::actors::consolidator::{ConsolidatorActor, ConsolidatorArgs, ConsolidatorMsg, ConsolidatorRef};
+use crate::actors::consolidator::{
+    ConsolidatorActor, ConsolidatorArgs, ConsolidatorMsg, ConsolidatorRef,
+};
 use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicMsg, EpisodicRef};
 use crate::actors::graph::{GraphActor, GraphArgs, GraphMsg, GraphRef};
 use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsMsg, VectorsRef};
@@ -123,12 +127,18 @@ pub struct Directory {
 impl Directory {
     /// A snapshot of the current refs.
     pub fn children(&self) -> Children {
-        self.children.read().expect("directory lock poisoned").clone()
+        self.children
+            .read()
+            .expect("directory lock poisoned")
+            .clone()
     }
     /// Health of every child, in start order.
     pub fn health(&self) -> Vec<ChildHealth> {
         let health = self.health.read().expect("directory lock poisoned");
-        ChildKind::ALL.iter().filter_map(|k| health.get(k).cloned()).collect()
+        ChildKind::ALL
+            .iter()
+            .filter_map(|k| health.get(k).cloned())
+            .collect()
     }
     fn set_health(&self, kind: ChildKind, update: impl FnOnce(&mut ChildHealth)) {
         let mut health = self.health.write().expect("directory lock poisoned");
@@ -181,7 +191,9 @@ impl RestartPolicy {
     /// Delay before restart number `recent` (1-based) within the window: doubles each time, capped.
     pub fn backoff(&self, recent: usize) -> Duration {
         let exponent = recent.saturating_sub(1).min(20) as u32;
-        self.initial_backoff.saturating_mul(2u32.saturating_pow(exponent)).min(self.max_backoff)
+        self.initial_backoff
+            .saturating_mul(2u32.saturating_pow(exponent))
+            .min(self.max_backoff)
     }
 }
 
@@ -242,15 +254,43 @@ pub struct SupervisorState {
 /// The root supervisor.
 pub struct Supervisor;
 
-async fn spawn_child(kind: ChildKind, args: &SupervisorArgs, supervisor: ActorCell) -> Result<ActorCell, ActorProcessingErr> {
+async fn spawn_child(
+    kind: ChildKind,
+    args: &SupervisorArgs,
+    supervisor: ActorCell,
+) -> Result<ActorCell, ActorProcessingErr> {
     let cell = match kind {
-        ChildKind::Working => Actor::spawn_linked(None, WorkingActor, args.working.clone(), supervisor).await?.0.get_cell(),
-        ChildKind::Episodic => Actor::spawn_linked(None, EpisodicActor, args.episodic.clone(), supervisor).await?.0.get_cell(),
-        ChildKind::Vectors => Actor::spawn_linked(None, VectorsActor, args.vectors.clone(), supervisor).await?.0.get_cell(),
-        ChildKind::Graph => Actor::spawn_linked(None, GraphActor, args.graph.clone(), supervisor).await?.0.get_cell(),
-        ChildKind::Consolidator => {
-            Actor::spawn_linked(None, ConsolidatorActor, args.consolidator.clone(), supervisor).await?.0.get_cell()
+        ChildKind::Working => {
+            Actor::spawn_linked(None, WorkingActor, args.working.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
         }
+        ChildKind::Episodic => {
+            Actor::spawn_linked(None, EpisodicActor, args.episodic.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
+        ChildKind::Vectors => {
+            Actor::spawn_linked(None, VectorsActor, args.vectors.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
+        ChildKind::Graph => Actor::spawn_linked(None, GraphActor, args.graph.clone(), supervisor)
+            .await?
+            .0
+            .get_cell(),
+        ChildKind::Consolidator => Actor::spawn_linked(
+            None,
+            ConsolidatorActor,
+            args.consolidator.clone(),
+            supervisor,
+        )
+        .await?
+        .0
+        .get_cell(),
         ChildKind::Cognition => {
             let directory = args.directory.clone();
             let cognition = CognitionArgs {
@@ -259,26 +299,46 @@ async fn spawn_child(kind: ChildKind, args: &SupervisorArgs, supervisor: ActorCe
                 archival_schedule: args.cognition.archival_schedule.clone(),
                 consolidator: Arc::new(move || directory.children().consolidator),
             };
-            Actor::spawn_linked(None, CognitionActor, cognition, supervisor).await?.0.get_cell()
+            Actor::spawn_linked(None, CognitionActor, cognition, supervisor)
+                .await?
+                .0
+                .get_cell()
         }
     };
     Ok(cell)
 }
 
 impl Supervisor {
-    async fn start_child(&self, myself: &SupervisorRef, kind: ChildKind, state: &mut SupervisorState) -> Result<(), ActorProcessingErr> {
+    async fn start_child(
+        &self,
+        myself: &SupervisorRef,
+        kind: ChildKind,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
         let cell = spawn_child(kind, &state.args, myself.get_cell()).await?;
         state.kinds.insert(cell.get_id(), kind);
         state.args.directory.set_child(kind, Some(cell));
-        state.args.directory.set_health(kind, |h| h.state = ChildState::Running);
+        state
+            .args
+            .directory
+            .set_health(kind, |h| h.state = ChildState::Running);
         Ok(())
     }
 
-    fn schedule_restart(&self, myself: &SupervisorRef, kind: ChildKind, error: String, state: &mut SupervisorState) {
+    fn schedule_restart(
+        &self,
+        myself: &SupervisorRef,
+        kind: ChildKind,
+        error: String,
+        state: &mut SupervisorState,
+    ) {
         let policy = state.args.restart;
         let now = Instant::now();
         let recent = state.recent_restarts.entry(kind).or_default();
-        while recent.front().is_some_and(|t| now.duration_since(*t) > policy.window) {
+        while recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
             recent.pop_front();
         }
         recent.push_back(now);
@@ -307,7 +367,11 @@ impl Actor for Supervisor {
     type State = SupervisorState;
     type Arguments = SupervisorArgs;
 
-    async fn pre_start(&self, myself: SupervisorRef, args: SupervisorArgs) -> Result<SupervisorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: SupervisorRef,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
         let mut state = SupervisorState {
             args,
             kinds: HashMap::new(),
@@ -320,7 +384,12 @@ impl Actor for Supervisor {
         Ok(state)
     }
 
-    async fn handle(&self, myself: SupervisorRef, message: SupervisorMsg, state: &mut SupervisorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: SupervisorRef,
+        message: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Restart(kind) => {
                 if state.shutting_down {
@@ -336,15 +405,30 @@ impl Actor for Supervisor {
             SupervisorMsg::InjectFault(kind) => {
                 let children = state.args.directory.children();
                 let sent = match kind {
-                    ChildKind::Working => children.working.map(|r| r.cast(WorkingMsg::InjectFault).is_ok()),
-                    ChildKind::Episodic => children.episodic.map(|r| r.cast(EpisodicMsg::InjectFault).is_ok()),
-                    ChildKind::Vectors => children.vectors.map(|r| r.cast(VectorsMsg::InjectFault).is_ok()),
-                    ChildKind::Graph => children.graph.map(|r| r.cast(GraphMsg::InjectFault).is_ok()),
-                    ChildKind::Consolidator => children.consolidator.map(|r| r.cast(ConsolidatorMsg::InjectFault).is_ok()),
-                    ChildKind::Cognition => children.cognition.map(|r| r.cast(CognitionMsg::InjectFault).is_ok()),
+                    ChildKind::Working => children
+                        .working
+                        .map(|r| r.cast(WorkingMsg::InjectFault).is_ok()),
+                    ChildKind::Episodic => children
+                        .episodic
+                        .map(|r| r.cast(EpisodicMsg::InjectFault).is_ok()),
+                    ChildKind::Vectors => children
+                        .vectors
+                        .map(|r| r.cast(VectorsMsg::InjectFault).is_ok()),
+                    ChildKind::Graph => children
+                        .graph
+                        .map(|r| r.cast(GraphMsg::InjectFault).is_ok()),
+                    ChildKind::Consolidator => children
+                        .consolidator
+                        .map(|r| r.cast(ConsolidatorMsg::InjectFault).is_ok()),
+                    ChildKind::Cognition => children
+                        .cognition
+                        .map(|r| r.cast(CognitionMsg::InjectFault).is_ok()),
                 };
                 if sent != Some(true) {
-                    tracing::warn!(child = kind.as_str(), "fault not injected: child is not running");
+                    tracing::warn!(
+                        child = kind.as_str(),
+                        "fault not injected: child is not running"
+                    );
                 }
             }
             SupervisorMsg::Shutdown { reply } => {
@@ -362,7 +446,9 @@ impl Actor for Supervisor {
                         }
                     };
                     if let Some(cell) = cell {
-                        let _ = cell.stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10))).await;
+                        let _ = cell
+                            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
+                            .await;
                     }
                     state.args.directory.set_child(kind, None);
                 }
@@ -372,13 +458,22 @@ impl Actor for Supervisor {
         Ok(())
     }
 
-    async fn handle_supervisor_evt(&self, myself: SupervisorRef, event: SupervisionEvent, state: &mut SupervisorState) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        myself: SupervisorRef,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
         let (cell, error) = match event {
             SupervisionEvent::ActorFailed(cell, error) => (cell, error.to_string()),
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, format!("stopped: {}", reason.unwrap_or_default())),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, format!("stopped: {}", reason.unwrap_or_default()))
+            }
             _ => return Ok(()),
         };
-        let Some(kind) = state.kinds.remove(&cell.get_id()) else { return Ok(()) };
+        let Some(kind) = state.kinds.remove(&cell.get_id()) else {
+            return Ok(());
+        };
         state.args.directory.set_child(kind, None);
         if state.shutting_down {
             return Ok(());

@@ -56,7 +56,10 @@ pub struct CognitionState {
 pub struct CognitionActor;
 
 fn schedule_error(key: &str, error: impl std::fmt::Display) -> ActorProcessingErr {
-    Box::new(MemoryError::invalid(key, format!("{key}: invalid cron schedule: {error}")))
+    Box::new(MemoryError::invalid(
+        key,
+        format!("{key}: invalid cron schedule: {error}"),
+    ))
 }
 
 /// Check that a cron expression (six or seven fields, seconds first) parses.
@@ -71,12 +74,26 @@ impl Actor for CognitionActor {
     type State = CognitionState;
     type Arguments = CognitionArgs;
 
-    async fn pre_start(&self, myself: CognitionRef, args: CognitionArgs) -> Result<CognitionState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: CognitionRef,
+        args: CognitionArgs,
+    ) -> Result<CognitionState, ActorProcessingErr> {
         let scheduler = if args.enabled {
-            let scheduler = JobScheduler::new().await.map_err(|e| schedule_error("cognition.schedule", e))?;
+            let scheduler = JobScheduler::new()
+                .await
+                .map_err(|e| schedule_error("cognition.schedule", e))?;
             for (key, expression, job) in [
-                ("cognition.schedule", args.sleep_schedule.clone(), ScheduledJob::SleepCycle),
-                ("archival.schedule", args.archival_schedule.clone(), ScheduledJob::Archival),
+                (
+                    "cognition.schedule",
+                    args.sleep_schedule.clone(),
+                    ScheduledJob::SleepCycle,
+                ),
+                (
+                    "archival.schedule",
+                    args.archival_schedule.clone(),
+                    ScheduledJob::Archival,
+                ),
             ] {
                 let target = myself.clone();
                 let cron = Job::new_async(expression.as_str(), move |_, _| {
@@ -86,17 +103,30 @@ impl Actor for CognitionActor {
                     })
                 })
                 .map_err(|e| schedule_error(key, e))?;
-                scheduler.add(cron).await.map_err(|e| schedule_error(key, e))?;
+                scheduler
+                    .add(cron)
+                    .await
+                    .map_err(|e| schedule_error(key, e))?;
             }
-            scheduler.start().await.map_err(|e| schedule_error("cognition.schedule", e))?;
+            scheduler
+                .start()
+                .await
+                .map_err(|e| schedule_error("cognition.schedule", e))?;
             Some(scheduler)
         } else {
             None
         };
-        Ok(CognitionState { scheduler, consolidator: args.consolidator })
+        Ok(CognitionState {
+            scheduler,
+            consolidator: args.consolidator,
+        })
     }
 
-    async fn post_stop(&self, _myself: CognitionRef, state: &mut CognitionState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: CognitionRef,
+        state: &mut CognitionState,
+    ) -> Result<(), ActorProcessingErr> {
         if let Some(mut scheduler) = state.scheduler.take() {
             let _ = tokio::time::timeout(Duration::from_secs(2), scheduler.shutdown()).await;
         }
@@ -104,7 +134,12 @@ impl Actor for CognitionActor {
     }
 
     #[tracing::instrument(name = "cognition", skip_all)]
-    async fn handle(&self, _myself: CognitionRef, message: CognitionMsg, state: &mut CognitionState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: CognitionRef,
+        message: CognitionMsg,
+        state: &mut CognitionState,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
             CognitionMsg::Tick(job) => {
                 let Some(consolidator) = (state.consolidator)() else {
@@ -112,8 +147,14 @@ impl Actor for CognitionActor {
                     return Ok(());
                 };
                 let message = match job {
-                    ScheduledJob::SleepCycle => ConsolidatorMsg::ConsolidateAll { trigger: "schedule".into(), reply: None },
-                    ScheduledJob::Archival => ConsolidatorMsg::Archive { trigger: "archival".into(), reply: None },
+                    ScheduledJob::SleepCycle => ConsolidatorMsg::ConsolidateAll {
+                        trigger: "schedule".into(),
+                        reply: None,
+                    },
+                    ScheduledJob::Archival => ConsolidatorMsg::Archive {
+                        trigger: "archival".into(),
+                        reply: None,
+                    },
                 };
                 tracing::info!(?job, "scheduled job fired");
                 let _ = consolidator.cast(message);

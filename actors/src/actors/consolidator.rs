@@ -25,11 +25,21 @@ type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 /// Messages of the consolidator actor.
 pub enum ConsolidatorMsg {
     /// Consolidate one agent.
-    Consolidate { agent: AgentId, trigger: String, reply: Reply<ConsolidationRun> },
+    Consolidate {
+        agent: AgentId,
+        trigger: String,
+        reply: Reply<ConsolidationRun>,
+    },
     /// Consolidate every agent.
-    ConsolidateAll { trigger: String, reply: Option<Reply<Vec<ConsolidationRun>>> },
+    ConsolidateAll {
+        trigger: String,
+        reply: Option<Reply<Vec<ConsolidationRun>>>,
+    },
     /// Archive idle sessions.
-    Archive { trigger: String, reply: Option<Reply<ConsolidationRun>> },
+    Archive {
+        trigger: String,
+        reply: Option<Reply<ConsolidationRun>>,
+    },
     /// Test hook: fail the actor as if its state were broken.
     InjectFault,
 }
@@ -61,24 +71,38 @@ pub struct ConsolidatorState {
 pub struct ConsolidatorActor;
 
 /// One consolidation step for one agent: plan and apply. Tests and the CLI call it directly.
-pub async fn consolidate_agent(args: &ConsolidatorArgs, agent: &AgentId, trigger: &str) -> MemoryResult<ConsolidationRun> {
+pub async fn consolidate_agent(
+    args: &ConsolidatorArgs,
+    agent: &AgentId,
+    trigger: &str,
+) -> MemoryResult<ConsolidationRun> {
     let started_at = args.clock.now();
     let memories = args.store.agent_memories(agent).await?;
     let stats = agent_stats(&memories, &args.retention, started_at);
     let planned = plan(&memories, &args.retention, &args.forget, started_at);
     let mut forgotten = 0u32;
     for id in &planned.forget {
-        let Some(memory) = memories.iter().find(|m| m.id == *id) else { continue };
+        let Some(memory) = memories.iter().find(|m| m.id == *id) else {
+            continue;
+        };
         let now = args.clock.now();
-        let patch = MemoryPatch { status: Some(MemoryStatus::Archived), ..Default::default() };
+        let patch = MemoryPatch {
+            status: Some(MemoryStatus::Archived),
+            ..Default::default()
+        };
         let next = apply_patch(memory, &patch, now);
-        match args.store.update(&next, &version_of(memory, "forget_decay", now), None).await {
+        match args
+            .store
+            .update(&next, &version_of(memory, "forget_decay", now), None)
+            .await
+        {
             Ok(()) => {
                 args.index.remove(std::slice::from_ref(id));
                 forgotten += 1;
             }
             // Changed since we read it (recalled, patched): leave it for the next run.
-            Err(error) if error.code == ErrorCode::Conflict || error.code == ErrorCode::NotFound => {}
+            Err(error)
+                if error.code == ErrorCode::Conflict || error.code == ErrorCode::NotFound => {}
             Err(error) => return Err(error),
         }
     }
@@ -101,7 +125,10 @@ pub async fn consolidate_agent(args: &ConsolidatorArgs, agent: &AgentId, trigger
 }
 
 /// One archival step: drop expired working-memory sessions and log the run.
-pub async fn archive_once(args: &ConsolidatorArgs, trigger: &str) -> MemoryResult<ConsolidationRun> {
+pub async fn archive_once(
+    args: &ConsolidatorArgs,
+    trigger: &str,
+) -> MemoryResult<ConsolidationRun> {
     let started_at = args.clock.now();
     let dropped = args.working.sweep(started_at).await?;
     let run = ConsolidationRun {
@@ -126,14 +153,27 @@ impl Actor for ConsolidatorActor {
     type State = ConsolidatorState;
     type Arguments = ConsolidatorArgs;
 
-    async fn pre_start(&self, _myself: ConsolidatorRef, args: ConsolidatorArgs) -> Result<ConsolidatorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ConsolidatorRef,
+        args: ConsolidatorArgs,
+    ) -> Result<ConsolidatorState, ActorProcessingErr> {
         Ok(ConsolidatorState { args })
     }
 
     #[tracing::instrument(name = "consolidator", skip_all)]
-    async fn handle(&self, _myself: ConsolidatorRef, message: ConsolidatorMsg, state: &mut ConsolidatorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ConsolidatorRef,
+        message: ConsolidatorMsg,
+        state: &mut ConsolidatorState,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
-            ConsolidatorMsg::Consolidate { agent, trigger, reply } => {
+            ConsolidatorMsg::Consolidate {
+                agent,
+                trigger,
+                reply,
+            } => {
                 let _ = reply.send(consolidate_agent(&state.args, &agent, &trigger).await);
             }
             ConsolidatorMsg::ConsolidateAll { trigger, reply } => {

@@ -21,31 +21,67 @@ type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 /// Messages of the episodic actor.
 pub enum EpisodicMsg {
     /// Write memories with their embeddings atomically (the acknowledgement point of `remember`).
-    Insert { records: Vec<StoredMemory>, reply: Reply<()> },
+    Insert {
+        records: Vec<StoredMemory>,
+        reply: Reply<()>,
+    },
     /// Read one memory.
-    Get { id: MemoryId, reply: Reply<Option<Memory>> },
+    Get {
+        id: MemoryId,
+        reply: Reply<Option<Memory>>,
+    },
     /// Read several memories.
-    GetMany { ids: Vec<MemoryId>, reply: Reply<Vec<Memory>> },
+    GetMany {
+        ids: Vec<MemoryId>,
+        reply: Reply<Vec<Memory>>,
+    },
     /// Browse newest first.
-    List { query: ListQuery, reply: Reply<Vec<Memory>> },
+    List {
+        query: ListQuery,
+        reply: Reply<Vec<Memory>>,
+    },
     /// Replace a memory, archiving its previous version.
-    Update { next: Box<Memory>, previous: MemoryVersion, embedding: Option<Vec<f32>>, reply: Reply<()> },
+    Update {
+        next: Box<Memory>,
+        previous: MemoryVersion,
+        embedding: Option<Vec<f32>>,
+        reply: Reply<()>,
+    },
     /// Delete a memory and everything stored with it.
     Delete { id: MemoryId, reply: Reply<bool> },
     /// Version history of a memory.
-    History { id: MemoryId, reply: Reply<Vec<MemoryVersion>> },
+    History {
+        id: MemoryId,
+        reply: Reply<Vec<MemoryVersion>>,
+    },
     /// The stored embedding of a memory.
-    Embedding { id: MemoryId, reply: Reply<Option<Vec<f32>>> },
+    Embedding {
+        id: MemoryId,
+        reply: Reply<Option<Vec<f32>>>,
+    },
     /// BM25 search.
-    KeywordSearch { query: KeywordQuery, reply: Reply<Vec<(MemoryId, f64)>> },
+    KeywordSearch {
+        query: KeywordQuery,
+        reply: Reply<Vec<(MemoryId, f64)>>,
+    },
     /// Every memory of an agent.
-    AgentMemories { agent: AgentId, reply: Reply<Vec<Memory>> },
+    AgentMemories {
+        agent: AgentId,
+        reply: Reply<Vec<Memory>>,
+    },
     /// Number of stored memories.
     Count { reply: Reply<u64> },
     /// Consolidation run log.
-    Runs { agent: Option<AgentId>, limit: usize, reply: Reply<Vec<ConsolidationRun>> },
+    Runs {
+        agent: Option<AgentId>,
+        limit: usize,
+        reply: Reply<Vec<ConsolidationRun>>,
+    },
     /// Queue reinforcement of recalled memories (applied in batches, never on the request path).
-    Touch { ids: Vec<MemoryId>, at: DateTime<Utc> },
+    Touch {
+        ids: Vec<MemoryId>,
+        at: DateTime<Utc>,
+    },
     /// Apply queued reinforcement now.
     FlushTouches,
     /// Apply queued reinforcement and checkpoint the store (shutdown).
@@ -96,7 +132,11 @@ impl Actor for EpisodicActor {
     type State = EpisodicState;
     type Arguments = EpisodicArgs;
 
-    async fn pre_start(&self, myself: EpisodicRef, args: EpisodicArgs) -> Result<EpisodicState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: EpisodicRef,
+        args: EpisodicArgs,
+    ) -> Result<EpisodicState, ActorProcessingErr> {
         let timer = myself.send_interval(args.touch_flush_interval, || EpisodicMsg::FlushTouches);
         Ok(EpisodicState {
             store: args.store,
@@ -106,7 +146,11 @@ impl Actor for EpisodicActor {
         })
     }
 
-    async fn post_stop(&self, _myself: EpisodicRef, state: &mut EpisodicState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: EpisodicRef,
+        state: &mut EpisodicState,
+    ) -> Result<(), ActorProcessingErr> {
         if let Some(timer) = state.flush_timer.take() {
             timer.abort();
         }
@@ -117,34 +161,61 @@ impl Actor for EpisodicActor {
     }
 
     #[tracing::instrument(name = "episodic", skip_all)]
-    async fn handle(&self, _myself: EpisodicRef, message: EpisodicMsg, state: &mut EpisodicState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: EpisodicRef,
+        message: EpisodicMsg,
+        state: &mut EpisodicState,
+    ) -> Result<(), ActorProcessingErr> {
         let store = state.store.clone();
         match message {
             EpisodicMsg::Insert { records, reply } => {
                 let _ = reply.send(store.insert(&records).await);
             }
-            EpisodicMsg::Update { next, previous, embedding, reply } => {
+            EpisodicMsg::Update {
+                next,
+                previous,
+                embedding,
+                reply,
+            } => {
                 let _ = reply.send(store.update(&next, &previous, embedding.as_deref()).await);
             }
             EpisodicMsg::Delete { id, reply } => {
                 state.pending_touches.remove(&id);
                 let _ = reply.send(store.delete(&id).await);
             }
-            EpisodicMsg::Get { id, reply } => answer_in_task(reply, async move { store.get(&id).await }),
-            EpisodicMsg::GetMany { ids, reply } => answer_in_task(reply, async move { store.get_many(&ids).await }),
-            EpisodicMsg::List { query, reply } => answer_in_task(reply, async move { store.list(&query).await }),
-            EpisodicMsg::Embedding { id, reply } => answer_in_task(reply, async move { store.embedding(&id).await }),
-            EpisodicMsg::History { id, reply } => answer_in_task(reply, async move { store.history(&id).await }),
+            EpisodicMsg::Get { id, reply } => {
+                answer_in_task(reply, async move { store.get(&id).await })
+            }
+            EpisodicMsg::GetMany { ids, reply } => {
+                answer_in_task(reply, async move { store.get_many(&ids).await })
+            }
+            EpisodicMsg::List { query, reply } => {
+                answer_in_task(reply, async move { store.list(&query).await })
+            }
+            EpisodicMsg::Embedding { id, reply } => {
+                answer_in_task(reply, async move { store.embedding(&id).await })
+            }
+            EpisodicMsg::History { id, reply } => {
+                answer_in_task(reply, async move { store.history(&id).await })
+            }
             EpisodicMsg::KeywordSearch { query, reply } => {
                 answer_in_task(reply, async move { store.keyword_search(&query).await })
             }
             EpisodicMsg::AgentMemories { agent, reply } => {
                 answer_in_task(reply, async move { store.agent_memories(&agent).await })
             }
-            EpisodicMsg::Count { reply } => answer_in_task(reply, async move { store.count().await }),
-            EpisodicMsg::Runs { agent, limit, reply } => {
-                answer_in_task(reply, async move { store.runs(agent.as_ref(), limit).await })
+            EpisodicMsg::Count { reply } => {
+                answer_in_task(reply, async move { store.count().await })
             }
+            EpisodicMsg::Runs {
+                agent,
+                limit,
+                reply,
+            } => answer_in_task(
+                reply,
+                async move { store.runs(agent.as_ref(), limit).await },
+            ),
             EpisodicMsg::Touch { ids, at } => {
                 state.pending_touches.extend(ids);
                 state.pending_touch_at = Some(state.pending_touch_at.map_or(at, |t| t.max(at)));

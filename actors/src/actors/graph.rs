@@ -16,9 +16,18 @@ type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 /// Messages of the graph actor.
 pub enum GraphMsg {
     /// Create or re-weight an edge.
-    Upsert { edge: Association, reply: Reply<Association> },
+    Upsert {
+        edge: Association,
+        reply: Reply<Association>,
+    },
     /// Edges within `depth` hops of `seeds`.
-    Around { agent: AgentId, seeds: Vec<MemoryId>, depth: u32, max_edges: usize, reply: Reply<Vec<Association>> },
+    Around {
+        agent: AgentId,
+        seeds: Vec<MemoryId>,
+        depth: u32,
+        max_edges: usize,
+        reply: Reply<Vec<Association>>,
+    },
     /// Drop every edge of a memory.
     RemoveMemory { id: MemoryId, reply: Reply<()> },
     /// Test hook: fail the actor as if its state were broken.
@@ -46,12 +55,21 @@ impl Actor for GraphActor {
     type State = GraphState;
     type Arguments = GraphArgs;
 
-    async fn pre_start(&self, _myself: GraphRef, args: GraphArgs) -> Result<GraphState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: GraphRef,
+        args: GraphArgs,
+    ) -> Result<GraphState, ActorProcessingErr> {
         Ok(GraphState { store: args.store })
     }
 
     #[tracing::instrument(name = "graph", skip_all)]
-    async fn handle(&self, _myself: GraphRef, message: GraphMsg, state: &mut GraphState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: GraphRef,
+        message: GraphMsg,
+        state: &mut GraphState,
+    ) -> Result<(), ActorProcessingErr> {
         let store = state.store.clone();
         match message {
             GraphMsg::Upsert { edge, reply } => {
@@ -60,9 +78,15 @@ impl Actor for GraphActor {
             GraphMsg::RemoveMemory { id, reply } => {
                 let _ = reply.send(store.remove_memory(&id).await);
             }
-            GraphMsg::Around { agent, seeds, depth, max_edges, reply } => {
-                answer_in_task(reply, async move { store.edges_around(&agent, &seeds, depth, max_edges).await })
-            }
+            GraphMsg::Around {
+                agent,
+                seeds,
+                depth,
+                max_edges,
+                reply,
+            } => answer_in_task(reply, async move {
+                store.edges_around(&agent, &seeds, depth, max_edges).await
+            }),
             GraphMsg::InjectFault => return Err(injected_fault("graph")),
         }
         Ok(())

@@ -20,13 +20,26 @@ type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 /// Messages of the vector actor.
 pub enum VectorsMsg {
     /// Embed texts (on a blocking task).
-    Embed { texts: Vec<String>, reply: Reply<Vec<Vec<f32>>> },
+    Embed {
+        texts: Vec<String>,
+        reply: Reply<Vec<Vec<f32>>>,
+    },
     /// Add or replace index entries.
-    Upsert { entries: Vec<EmbeddingRecord>, reply: Reply<()> },
+    Upsert {
+        entries: Vec<EmbeddingRecord>,
+        reply: Reply<()>,
+    },
     /// Remove index entries.
-    Remove { ids: Vec<MemoryId>, reply: Reply<()> },
+    Remove {
+        ids: Vec<MemoryId>,
+        reply: Reply<()>,
+    },
     /// Embed `text` into `query.vector` (when `text` is given) and search.
-    Search { text: Option<String>, query: VectorQuery, reply: Reply<Vec<(MemoryId, f32)>> },
+    Search {
+        text: Option<String>,
+        query: VectorQuery,
+        reply: Reply<Vec<(MemoryId, f32)>>,
+    },
     /// Rebuild the index from the system of record.
     Rebuild { reply: Reply<usize> },
     /// What the index holds.
@@ -73,7 +86,11 @@ pub struct VectorsState {
 pub struct VectorsActor;
 
 /// Rebuild `index` from every active embedding in `store`; returns the number indexed.
-pub async fn rebuild_index(store: &dyn MemoryStore, index: &dyn VectorIndex, dimension: usize) -> MemoryResult<usize> {
+pub async fn rebuild_index(
+    store: &dyn MemoryStore,
+    index: &dyn VectorIndex,
+    dimension: usize,
+) -> MemoryResult<usize> {
     index.clear();
     let mut after: Option<MemoryId> = None;
     let mut total = 0;
@@ -98,16 +115,40 @@ impl Actor for VectorsActor {
     type State = VectorsState;
     type Arguments = VectorsArgs;
 
-    async fn pre_start(&self, _myself: VectorsRef, args: VectorsArgs) -> Result<VectorsState, ActorProcessingErr> {
-        args.store.check_embedding_model(args.embedder.model_id(), args.embedder.dimension()).await?;
+    async fn pre_start(
+        &self,
+        _myself: VectorsRef,
+        args: VectorsArgs,
+    ) -> Result<VectorsState, ActorProcessingErr> {
+        args.store
+            .check_embedding_model(args.embedder.model_id(), args.embedder.dimension())
+            .await?;
         let started = std::time::Instant::now();
-        let count = rebuild_index(args.store.as_ref(), args.index.as_ref(), args.embedder.dimension()).await?;
-        tracing::info!(vectors = count, took_ms = started.elapsed().as_millis() as u64, "vector index loaded");
-        Ok(VectorsState { embedder: args.embedder, index: args.index, store: args.store })
+        let count = rebuild_index(
+            args.store.as_ref(),
+            args.index.as_ref(),
+            args.embedder.dimension(),
+        )
+        .await?;
+        tracing::info!(
+            vectors = count,
+            took_ms = started.elapsed().as_millis() as u64,
+            "vector index loaded"
+        );
+        Ok(VectorsState {
+            embedder: args.embedder,
+            index: args.index,
+            store: args.store,
+        })
     }
 
     #[tracing::instrument(name = "vectors", skip_all)]
-    async fn handle(&self, _myself: VectorsRef, message: VectorsMsg, state: &mut VectorsState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: VectorsRef,
+        message: VectorsMsg,
+        state: &mut VectorsState,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
             VectorsMsg::Embed { texts, reply } => {
                 let embedder = state.embedder.clone();
@@ -117,11 +158,17 @@ impl Actor for VectorsActor {
                         embedder.embed_batch(&refs)
                     })
                     .await
-                    .unwrap_or_else(|e| Err(MemoryError::internal(format!("embedding task failed: {e}"))));
+                    .unwrap_or_else(|e| {
+                        Err(MemoryError::internal(format!("embedding task failed: {e}")))
+                    });
                     let _ = reply.send(result);
                 });
             }
-            VectorsMsg::Search { text, mut query, reply } => {
+            VectorsMsg::Search {
+                text,
+                mut query,
+                reply,
+            } => {
                 let embedder = state.embedder.clone();
                 let index = state.index.clone();
                 tokio::spawn(async move {
@@ -132,7 +179,11 @@ impl Actor for VectorsActor {
                         Ok(index.search(&query))
                     })
                     .await
-                    .unwrap_or_else(|e| Err(MemoryError::internal(format!("vector search task failed: {e}"))));
+                    .unwrap_or_else(|e| {
+                        Err(MemoryError::internal(format!(
+                            "vector search task failed: {e}"
+                        )))
+                    });
                     let _ = reply.send(result);
                 });
             }
@@ -145,7 +196,12 @@ impl Actor for VectorsActor {
                 let _ = reply.send(Ok(()));
             }
             VectorsMsg::Rebuild { reply } => {
-                let result = rebuild_index(state.store.as_ref(), state.index.as_ref(), state.embedder.dimension()).await;
+                let result = rebuild_index(
+                    state.store.as_ref(),
+                    state.index.as_ref(),
+                    state.embedder.dimension(),
+                )
+                .await;
                 let _ = reply.send(result);
             }
             VectorsMsg::Status { reply } => {

@@ -19,11 +19,24 @@ type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 /// Messages of the working-memory actor.
 pub enum WorkingMsg {
     /// Append an item to a session window.
-    Push { agent: AgentId, session: SessionId, item: WorkingItem, reply: Reply<()> },
+    Push {
+        agent: AgentId,
+        session: SessionId,
+        item: WorkingItem,
+        reply: Reply<()>,
+    },
     /// Read a session window.
-    Window { agent: AgentId, session: SessionId, reply: Reply<Vec<WorkingItem>> },
+    Window {
+        agent: AgentId,
+        session: SessionId,
+        reply: Reply<Vec<WorkingItem>>,
+    },
     /// Clear a session window.
-    Clear { agent: AgentId, session: SessionId, reply: Reply<usize> },
+    Clear {
+        agent: AgentId,
+        session: SessionId,
+        reply: Reply<usize>,
+    },
     /// Drop expired sessions (sent by a timer).
     Sweep,
     /// Test hook: fail the actor as if its state were broken.
@@ -59,12 +72,24 @@ impl Actor for WorkingActor {
     type State = WorkingState;
     type Arguments = WorkingArgs;
 
-    async fn pre_start(&self, myself: WorkingRef, args: WorkingArgs) -> Result<WorkingState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: WorkingRef,
+        args: WorkingArgs,
+    ) -> Result<WorkingState, ActorProcessingErr> {
         let timer = myself.send_interval(args.sweep_interval, || WorkingMsg::Sweep);
-        Ok(WorkingState { store: args.store, clock: args.clock, sweep_timer: Some(timer) })
+        Ok(WorkingState {
+            store: args.store,
+            clock: args.clock,
+            sweep_timer: Some(timer),
+        })
     }
 
-    async fn post_stop(&self, _myself: WorkingRef, state: &mut WorkingState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: WorkingRef,
+        state: &mut WorkingState,
+    ) -> Result<(), ActorProcessingErr> {
         if let Some(timer) = state.sweep_timer.take() {
             timer.abort();
         }
@@ -72,16 +97,34 @@ impl Actor for WorkingActor {
     }
 
     #[tracing::instrument(name = "working", skip_all)]
-    async fn handle(&self, _myself: WorkingRef, message: WorkingMsg, state: &mut WorkingState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: WorkingRef,
+        message: WorkingMsg,
+        state: &mut WorkingState,
+    ) -> Result<(), ActorProcessingErr> {
         let now = state.clock.now();
         match message {
-            WorkingMsg::Push { agent, session, item, reply } => {
+            WorkingMsg::Push {
+                agent,
+                session,
+                item,
+                reply,
+            } => {
                 let _ = reply.send(state.store.push(&agent, &session, item, now).await);
             }
-            WorkingMsg::Window { agent, session, reply } => {
+            WorkingMsg::Window {
+                agent,
+                session,
+                reply,
+            } => {
                 let _ = reply.send(state.store.window(&agent, &session, now).await);
             }
-            WorkingMsg::Clear { agent, session, reply } => {
+            WorkingMsg::Clear {
+                agent,
+                session,
+                reply,
+            } => {
                 let _ = reply.send(state.store.clear(&agent, &session).await);
             }
             WorkingMsg::Sweep => match state.store.sweep(now).await {

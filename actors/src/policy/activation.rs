@@ -18,12 +18,24 @@ pub struct Activation {
 /// Spread activation from `seed` for at most `depth` hops: a neighbour receives
 /// `parent · weight · decay`; the best path to each node wins. Edges are followed in
 /// both directions. The seed itself is not returned. Sorted by activation, best first.
-pub fn spread(seed: &MemoryId, edges: &[Association], depth: u32, decay: f64, limit: usize) -> Vec<Activation> {
+pub fn spread(
+    seed: &MemoryId,
+    edges: &[Association],
+    depth: u32,
+    decay: f64,
+    limit: usize,
+) -> Vec<Activation> {
     let mut adjacency: HashMap<&MemoryId, Vec<(&MemoryId, f64)>> = HashMap::new();
     for edge in edges {
         let weight = f64::from(edge.weight.clamp(0.0, 1.0));
-        adjacency.entry(&edge.from_id).or_default().push((&edge.to_id, weight));
-        adjacency.entry(&edge.to_id).or_default().push((&edge.from_id, weight));
+        adjacency
+            .entry(&edge.from_id)
+            .or_default()
+            .push((&edge.to_id, weight));
+        adjacency
+            .entry(&edge.to_id)
+            .or_default()
+            .push((&edge.from_id, weight));
     }
     let mut best: HashMap<MemoryId, Activation> = HashMap::new();
     let mut queue: VecDeque<(MemoryId, f64, Vec<MemoryId>)> = VecDeque::new();
@@ -40,20 +52,30 @@ pub fn spread(seed: &MemoryId, edges: &[Association], depth: u32, decay: f64, li
             if next <= 1e-6 {
                 continue;
             }
-            let improved = best.get(*neighbour).is_none_or(|current| next > current.activation);
+            let improved = best
+                .get(*neighbour)
+                .is_none_or(|current| next > current.activation);
             if improved {
                 let mut next_path = path.clone();
                 next_path.push((*neighbour).clone());
                 best.insert(
                     (*neighbour).clone(),
-                    Activation { id: (*neighbour).clone(), activation: next, path: next_path.clone() },
+                    Activation {
+                        id: (*neighbour).clone(),
+                        activation: next,
+                        path: next_path.clone(),
+                    },
                 );
                 queue.push_back(((*neighbour).clone(), next, next_path));
             }
         }
     }
     let mut result: Vec<Activation> = best.into_values().collect();
-    result.sort_by(|a, b| b.activation.total_cmp(&a.activation).then_with(|| a.id.cmp(&b.id)));
+    result.sort_by(|a, b| {
+        b.activation
+            .total_cmp(&a.activation)
+            .then_with(|| a.id.cmp(&b.id))
+    });
     result.truncate(limit);
     result
 }
@@ -76,7 +98,11 @@ mod tests {
 
     #[test]
     fn activation_decays_with_depth_and_weight() {
-        let edges = vec![edge("s", "a", 1.0), edge("a", "b", 0.5), edge("b", "c", 1.0)];
+        let edges = vec![
+            edge("s", "a", 1.0),
+            edge("a", "b", 0.5),
+            edge("b", "c", 1.0),
+        ];
         let result = spread(&MemoryId("s".into()), &edges, 2, 0.8, 10);
         let ids: Vec<&str> = result.iter().map(|a| a.id.as_str()).collect();
         assert_eq!(ids, vec!["a", "b"]);
@@ -87,7 +113,12 @@ mod tests {
 
     #[test]
     fn best_path_wins_and_cycles_terminate() {
-        let edges = vec![edge("s", "a", 0.2), edge("s", "b", 1.0), edge("b", "a", 1.0), edge("a", "s", 1.0)];
+        let edges = vec![
+            edge("s", "a", 0.2),
+            edge("s", "b", 1.0),
+            edge("b", "a", 1.0),
+            edge("a", "s", 1.0),
+        ];
         let result = spread(&MemoryId("s".into()), &edges, 3, 1.0, 10);
         let a = result.iter().find(|x| x.id.as_str() == "a").unwrap();
         assert!((a.activation - 1.0).abs() < 1e-9);

@@ -24,7 +24,12 @@ pub struct ForgetPolicy {
 
 impl Default for ForgetPolicy {
     fn default() -> Self {
-        Self { max_retention: 0.05, max_importance: 0.3, max_access_count: 1, min_age_days: 7 }
+        Self {
+            max_retention: 0.05,
+            max_importance: 0.3,
+            max_access_count: 1,
+            min_age_days: 7,
+        }
     }
 }
 
@@ -38,11 +43,19 @@ pub struct ConsolidationPlan {
 }
 
 /// Plan a forgetting pass over `memories` at `now`.
-pub fn plan(memories: &[Memory], retention: &RetentionPolicy, forget: &ForgetPolicy, now: DateTime<Utc>) -> ConsolidationPlan {
+pub fn plan(
+    memories: &[Memory],
+    retention: &RetentionPolicy,
+    forget: &ForgetPolicy,
+    now: DateTime<Utc>,
+) -> ConsolidationPlan {
     let mut result = ConsolidationPlan::default();
     for memory in memories {
         let candidate = memory.status == MemoryStatus::Active
-            && matches!(memory.memory_type, MemoryType::Episodic | MemoryType::Affective)
+            && matches!(
+                memory.memory_type,
+                MemoryType::Episodic | MemoryType::Affective
+            )
             && memory.consolidation_level < 1.0;
         if !candidate {
             continue;
@@ -83,7 +96,12 @@ mod tests {
         fact.importance = 0.1;
         fact.memory_type = MemoryType::Semantic;
         let memories = vec![faded.clone(), important, recalled, fresh, fact];
-        let plan = plan(&memories, &RetentionPolicy::default(), &ForgetPolicy::default(), now);
+        let plan = plan(
+            &memories,
+            &RetentionPolicy::default(),
+            &ForgetPolicy::default(),
+            now,
+        );
         assert_eq!(plan.candidates, 4);
         assert_eq!(plan.forget, vec![faded.id]);
     }
@@ -93,10 +111,20 @@ mod tests {
         let now = Utc::now();
         let mut faded = memory_fixture("a", "faded", now - Duration::days(400));
         faded.importance = 0.1;
-        let first = plan(&[faded.clone()], &RetentionPolicy::default(), &ForgetPolicy::default(), now);
+        let first = plan(
+            &[faded.clone()],
+            &RetentionPolicy::default(),
+            &ForgetPolicy::default(),
+            now,
+        );
         assert_eq!(first.forget.len(), 1);
         faded.status = MemoryStatus::Archived;
-        let second = plan(&[faded], &RetentionPolicy::default(), &ForgetPolicy::default(), now);
+        let second = plan(
+            &[faded],
+            &RetentionPolicy::default(),
+            &ForgetPolicy::default(),
+            now,
+        );
         assert!(second.forget.is_empty());
     }
 }

@@ -92,12 +92,23 @@ mod tests {
     #[test]
     fn agreement_beats_a_single_top_rank() {
         let lists = vec![
-            RankedList { retriever: Retriever::Vector, weight: 1.0, hits: vec![(id("a"), 0.9), (id("b"), 0.8)] },
-            RankedList { retriever: Retriever::Keyword, weight: 1.0, hits: vec![(id("c"), 9.0), (id("b"), 5.0)] },
+            RankedList {
+                retriever: Retriever::Vector,
+                weight: 1.0,
+                hits: vec![(id("a"), 0.9), (id("b"), 0.8)],
+            },
+            RankedList {
+                retriever: Retriever::Keyword,
+                weight: 1.0,
+                hits: vec![(id("c"), 9.0), (id("b"), 5.0)],
+            },
         ];
         let fused = reciprocal_rank_fusion(&lists, 60.0);
         assert_eq!(fused[0].id, id("b"));
-        assert_eq!(fused[0].matched_by, vec![Retriever::Vector, Retriever::Keyword]);
+        assert_eq!(
+            fused[0].matched_by,
+            vec![Retriever::Vector, Retriever::Keyword]
+        );
         assert_eq!(fused.len(), 3);
     }
 
@@ -109,8 +120,16 @@ mod tests {
     #[test]
     fn weights_shift_the_order() {
         let lists = vec![
-            RankedList { retriever: Retriever::Vector, weight: 0.5, hits: vec![(id("a"), 0.9)] },
-            RankedList { retriever: Retriever::Keyword, weight: 2.0, hits: vec![(id("c"), 9.0)] },
+            RankedList {
+                retriever: Retriever::Vector,
+                weight: 0.5,
+                hits: vec![(id("a"), 0.9)],
+            },
+            RankedList {
+                retriever: Retriever::Keyword,
+                weight: 2.0,
+                hits: vec![(id("c"), 9.0)],
+            },
         ];
         let fused = reciprocal_rank_fusion(&lists, 60.0);
         assert_eq!(fused[0].id, id("c"));

@@ -25,13 +25,20 @@ impl RetentionPolicy {
     /// Memory strength S (≥ a small floor so zero importance still decays finitely).
     pub fn strength(&self, importance: f32, access_count: u32, consolidation_level: f32) -> f64 {
         let importance = f64::from(importance.clamp(0.0, 1.0)).max(0.01);
-        importance * (1.0 + (1.0 + f64::from(access_count)).ln()) * (1.0 + f64::from(consolidation_level.clamp(0.0, 1.0)))
+        importance
+            * (1.0 + (1.0 + f64::from(access_count)).ln())
+            * (1.0 + f64::from(consolidation_level.clamp(0.0, 1.0)))
     }
 
     /// Retention in 0..1 of `memory` at `now`.
     pub fn retention(&self, memory: &Memory, now: DateTime<Utc>) -> f64 {
-        let elapsed_days = (now - memory.last_accessed_at).num_milliseconds().max(0) as f64 / 86_400_000.0;
-        let strength = self.strength(memory.importance, memory.access_count, memory.consolidation_level);
+        let elapsed_days =
+            (now - memory.last_accessed_at).num_milliseconds().max(0) as f64 / 86_400_000.0;
+        let strength = self.strength(
+            memory.importance,
+            memory.access_count,
+            memory.consolidation_level,
+        );
         (-elapsed_days / (strength * self.scale_days)).exp()
     }
 }

@@ -28,18 +28,31 @@ pub struct AgentStats {
 }
 
 /// Compute [`AgentStats`] from an agent's memories at `now`.
-pub fn agent_stats(memories: &[Memory], policy: &RetentionPolicy, now: DateTime<Utc>) -> AgentStats {
-    let mut by_type: BTreeMap<String, u64> = MemoryType::ALL.iter().map(|t| (t.as_str().to_string(), 0)).collect();
-    let mut by_status: BTreeMap<String, u64> =
-        MemoryStatus::ALL.iter().map(|s| (s.as_str().to_string(), 0)).collect();
+pub fn agent_stats(
+    memories: &[Memory],
+    policy: &RetentionPolicy,
+    now: DateTime<Utc>,
+) -> AgentStats {
+    let mut by_type: BTreeMap<String, u64> = MemoryType::ALL
+        .iter()
+        .map(|t| (t.as_str().to_string(), 0))
+        .collect();
+    let mut by_status: BTreeMap<String, u64> = MemoryStatus::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
     let mut tags: BTreeMap<&str, u64> = BTreeMap::new();
     let mut sessions = std::collections::BTreeSet::new();
     let mut consolidated = 0u64;
     let mut retention_sum = 0.0;
     let mut active = 0u64;
     for memory in memories {
-        *by_type.entry(memory.memory_type.as_str().to_string()).or_default() += 1;
-        *by_status.entry(memory.status.as_str().to_string()).or_default() += 1;
+        *by_type
+            .entry(memory.memory_type.as_str().to_string())
+            .or_default() += 1;
+        *by_status
+            .entry(memory.status.as_str().to_string())
+            .or_default() += 1;
         for tag in &memory.tags {
             *tags.entry(tag.as_str()).or_default() += 1;
         }
@@ -54,7 +67,8 @@ pub fn agent_stats(memories: &[Memory], policy: &RetentionPolicy, now: DateTime<
             retention_sum += policy.retention(memory, now);
         }
     }
-    let mut top_tags: Vec<(String, u64)> = tags.into_iter().map(|(t, c)| (t.to_string(), c)).collect();
+    let mut top_tags: Vec<(String, u64)> =
+        tags.into_iter().map(|(t, c)| (t.to_string(), c)).collect();
     top_tags.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     top_tags.truncate(10);
     let total = memories.len() as u64;
@@ -63,8 +77,16 @@ pub fn agent_stats(memories: &[Memory], policy: &RetentionPolicy, now: DateTime<
         by_type,
         by_status,
         top_tags,
-        consolidation_ratio: if total == 0 { 0.0 } else { consolidated as f64 / total as f64 },
-        mean_retention: if active == 0 { 0.0 } else { retention_sum / active as f64 },
+        consolidation_ratio: if total == 0 {
+            0.0
+        } else {
+            consolidated as f64 / total as f64
+        },
+        mean_retention: if active == 0 {
+            0.0
+        } else {
+            retention_sum / active as f64
+        },
         sessions: sessions.len() as u64,
     }
 }

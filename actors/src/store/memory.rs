@@ -11,12 +11,15 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    Collection, EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex,
-    VectorQuery, WorkingItem, WorkingStore,
+    Collection, EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory,
+    VectorIndex, VectorQuery, WorkingItem, WorkingStore,
 };
 use crate::embedding::dot;
 use crate::error::{MemoryError, MemoryResult};
-use crate::model::{AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryVersion, SessionId};
+use crate::model::{
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryVersion,
+    SessionId,
+};
 use crate::text::search_terms;
 
 /// One memory with everything stored beside it.
@@ -70,12 +73,17 @@ pub fn bm25(documents: &[Vec<String>], query_terms: &[String]) -> Vec<(usize, f6
         for (index, document) in documents.iter().enumerate() {
             let frequency = document.iter().filter(|t| *t == term).count() as f64;
             if frequency > 0.0 {
-                let length_norm = 1.0 - 0.75 + 0.75 * document.len() as f64 / average_length.max(1.0);
+                let length_norm =
+                    1.0 - 0.75 + 0.75 * document.len() as f64 / average_length.max(1.0);
                 scores[index] += idf * frequency * 2.2 / (frequency + 1.2 * length_norm);
             }
         }
     }
-    scores.into_iter().enumerate().filter(|(_, s)| *s > 0.0).collect()
+    scores
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| *s > 0.0)
+        .collect()
 }
 
 #[async_trait]
@@ -114,12 +122,20 @@ impl MemoryStore for InMemoryMemoryStore {
     }
 
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
-        Ok(self.rows.read().map_err(lock_error)?.get(id).map(|r| r.memory.clone()))
+        Ok(self
+            .rows
+            .read()
+            .map_err(lock_error)?
+            .get(id)
+            .map(|r| r.memory.clone()))
     }
 
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
         let rows = self.rows.read().map_err(lock_error)?;
-        Ok(ids.iter().filter_map(|id| rows.get(id).map(|r| r.memory.clone())).collect())
+        Ok(ids
+            .iter()
+            .filter_map(|id| rows.get(id).map(|r| r.memory.clone()))
+            .collect())
     }
 
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
@@ -138,9 +154,16 @@ impl MemoryStore for InMemoryMemoryStore {
             .collect())
     }
 
-    async fn update(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&[f32]>) -> MemoryResult<()> {
+    async fn update(
+        &self,
+        next: &Memory,
+        previous: &MemoryVersion,
+        embedding: Option<&[f32]>,
+    ) -> MemoryResult<()> {
         let mut rows = self.rows.write().map_err(lock_error)?;
-        let row = rows.get_mut(&next.id).ok_or_else(|| MemoryError::not_found(format!("memory {} does not exist", next.id)))?;
+        let row = rows
+            .get_mut(&next.id)
+            .ok_or_else(|| MemoryError::not_found(format!("memory {} does not exist", next.id)))?;
         if row.memory.version != previous.version {
             return Err(MemoryError::conflict(format!(
                 "memory {} changed concurrently (version {} is now {}); read it again and retry",
@@ -160,7 +183,13 @@ impl MemoryStore for InMemoryMemoryStore {
     }
 
     async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
-        Ok(self.rows.read().map_err(lock_error)?.get(id).map(|r| r.versions.clone()).unwrap_or_default())
+        Ok(self
+            .rows
+            .read()
+            .map_err(lock_error)?
+            .get(id)
+            .map(|r| r.versions.clone())
+            .unwrap_or_default())
     }
 
     async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
@@ -171,7 +200,10 @@ impl MemoryStore for InMemoryMemoryStore {
             .filter(|m| m.status == MemoryStatus::Active)
             .filter(|m| m.agent_id == query.agent_id || (query.include_shared && m.shared))
             .collect();
-        let documents: Vec<Vec<String>> = candidates.iter().map(|m| search_terms(&m.content)).collect();
+        let documents: Vec<Vec<String>> = candidates
+            .iter()
+            .map(|m| search_terms(&m.content))
+            .collect();
         let mut scored: Vec<(MemoryId, f64)> = bm25(&documents, &search_terms(&query.text))
             .into_iter()
             .map(|(index, score)| (candidates[index].id.clone(), score))
@@ -194,23 +226,40 @@ impl MemoryStore for InMemoryMemoryStore {
 
     async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
         let rows = self.rows.read().map_err(lock_error)?;
-        Ok(rows.values().filter(|r| r.memory.agent_id == *agent).map(|r| r.memory.clone()).collect())
+        Ok(rows
+            .values()
+            .filter(|r| r.memory.agent_id == *agent)
+            .map(|r| r.memory.clone())
+            .collect())
     }
 
     async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
         let rows = self.rows.read().map_err(lock_error)?;
-        let agents: std::collections::BTreeSet<AgentId> = rows.values().map(|r| r.memory.agent_id.clone()).collect();
+        let agents: std::collections::BTreeSet<AgentId> =
+            rows.values().map(|r| r.memory.agent_id.clone()).collect();
         Ok(agents.into_iter().collect())
     }
 
     async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
-        Ok(self.rows.read().map_err(lock_error)?.get(id).map(|r| r.embedding.clone()))
+        Ok(self
+            .rows
+            .read()
+            .map_err(lock_error)?
+            .get(id)
+            .map(|r| r.embedding.clone()))
     }
 
-    async fn embeddings_page(&self, after: Option<&MemoryId>, limit: usize) -> MemoryResult<Vec<EmbeddingRecord>> {
+    async fn embeddings_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<EmbeddingRecord>> {
         let rows = self.rows.read().map_err(lock_error)?;
         let range = match after {
-            Some(after) => rows.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded)),
+            Some(after) => rows.range((
+                std::ops::Bound::Excluded(after.clone()),
+                std::ops::Bound::Unbounded,
+            )),
             None => rows.range(..),
         };
         Ok(range
@@ -235,7 +284,11 @@ impl MemoryStore for InMemoryMemoryStore {
         Ok(())
     }
 
-    async fn runs(&self, agent: Option<&AgentId>, limit: usize) -> MemoryResult<Vec<ConsolidationRun>> {
+    async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>> {
         let runs = self.runs.lock().map_err(lock_error)?;
         Ok(runs
             .iter()
@@ -253,7 +306,7 @@ impl MemoryStore for InMemoryMemoryStore {
 
 /// Partition key of the flat index: an agent's collection, or the shared pool's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Partition {
+pub enum PartitionKey {
     /// One agent's private vectors of a collection.
     Agent(AgentId, Collection),
     /// Vectors every agent may see, of a collection.
@@ -288,13 +341,16 @@ impl FlatPartition {
     }
 
     fn remove(&mut self, id: &MemoryId, dimension: usize) -> bool {
-        let Some(slot) = self.slots.remove(id) else { return false };
+        let Some(slot) = self.slots.remove(id) else {
+            return false;
+        };
         let last = self.ids.len() - 1;
         if slot != last {
             self.ids.swap(slot, last);
             self.types.swap(slot, last);
             for offset in 0..dimension {
-                self.vectors.swap(slot * dimension + offset, last * dimension + offset);
+                self.vectors
+                    .swap(slot * dimension + offset, last * dimension + offset);
             }
             self.slots.insert(self.ids[slot].clone(), slot);
         }
@@ -305,7 +361,12 @@ impl FlatPartition {
     }
 
     /// Exact top-`limit` by dot product, honouring a type filter.
-    pub fn search(&self, query: &[f32], types: &[crate::model::MemoryType], limit: usize) -> Vec<(MemoryId, f32)> {
+    pub fn search(
+        &self,
+        query: &[f32],
+        types: &[crate::model::MemoryType],
+        limit: usize,
+    ) -> Vec<(MemoryId, f32)> {
         let dimension = query.len();
         if dimension == 0 || self.ids.is_empty() {
             return Vec::new();
@@ -324,7 +385,10 @@ impl FlatPartition {
         scored.select_nth_unstable_by(keep - 1, |a, b| b.1.total_cmp(&a.1));
         scored.truncate(keep);
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-        scored.into_iter().map(|(slot, score)| (self.ids[slot].clone(), score)).collect()
+        scored
+            .into_iter()
+            .map(|(slot, score)| (self.ids[slot].clone(), score))
+            .collect()
     }
 }
 
@@ -335,9 +399,9 @@ impl FlatPartition {
 #[derive(Debug, Default)]
 pub struct FlatVectorIndex {
     /// Vectors by partition.
-    partitions: RwLock<HashMap<Partition, FlatPartition>>,
+    partitions: RwLock<HashMap<PartitionKey, FlatPartition>>,
     /// Partitions each id lives in (one private, plus the shared pool when shared).
-    locations: RwLock<HashMap<MemoryId, Vec<Partition>>>,
+    locations: RwLock<HashMap<MemoryId, Vec<PartitionKey>>>,
 }
 
 impl FlatVectorIndex {
@@ -346,14 +410,104 @@ impl FlatVectorIndex {
         Self::default()
     }
 
-    fn partitions_of(record: &EmbeddingRecord) -> Vec<Partition> {
+    /// The partitions a record is indexed in: its agent's collection, plus the shared pool's when shared.
+    pub fn partitions_of(record: &EmbeddingRecord) -> Vec<PartitionKey> {
         let collection = Collection::of(record.memory_type);
-        let mut partitions = vec![Partition::Agent(record.agent_id.clone(), collection)];
+        let mut partitions = vec![PartitionKey::Agent(record.agent_id.clone(), collection)];
         if record.shared {
-            partitions.push(Partition::Shared(collection));
+            partitions.push(PartitionKey::Shared(collection));
         }
         partitions
     }
+}
+
+impl FlatVectorIndex {
+    /// The partitions a query reads: the agent's collections for the wanted types, plus the shared pool's.
+    pub fn partitions_for_query(query: &VectorQuery) -> Vec<PartitionKey> {
+        let collections: Vec<Collection> = if query.types.is_empty() {
+            vec![
+                Collection::Semantic,
+                Collection::Procedural,
+                Collection::Experience,
+            ]
+        } else {
+            let mut c: Vec<Collection> = query.types.iter().map(|t| Collection::of(*t)).collect();
+            c.sort();
+            c.dedup();
+            c
+        };
+        let mut keys = Vec::new();
+        for collection in collections {
+            keys.push(PartitionKey::Agent(query.agent_id.clone(), collection));
+            if query.include_shared {
+                keys.push(PartitionKey::Shared(collection));
+            }
+        }
+        keys
+    }
+
+    /// Number of vectors in one partition.
+    pub fn partition_len(&self, key: &PartitionKey) -> usize {
+        self.partitions
+            .read()
+            .expect("vector index lock poisoned")
+            .get(key)
+            .map_or(0, |p| p.ids.len())
+    }
+
+    /// Every (id, type, vector) of one partition.
+    pub fn partition_entries(
+        &self,
+        key: &PartitionKey,
+    ) -> Vec<(MemoryId, crate::model::MemoryType, Vec<f32>)> {
+        let partitions = self.partitions.read().expect("vector index lock poisoned");
+        let Some(flat) = partitions.get(key) else {
+            return Vec::new();
+        };
+        let dimension = if flat.ids.is_empty() {
+            0
+        } else {
+            flat.vectors.len() / flat.ids.len()
+        };
+        flat.ids
+            .iter()
+            .zip(&flat.types)
+            .zip(flat.vectors.chunks_exact(dimension.max(1)))
+            .map(|((id, t), v)| (id.clone(), *t, v.to_vec()))
+            .collect()
+    }
+
+    /// Exact search of one partition.
+    pub fn search_partition(
+        &self,
+        key: &PartitionKey,
+        vector: &[f32],
+        types: &[crate::model::MemoryType],
+        limit: usize,
+    ) -> Vec<(MemoryId, f32)> {
+        let partitions = self.partitions.read().expect("vector index lock poisoned");
+        partitions
+            .get(key)
+            .map(|p| p.search(vector, types, limit))
+            .unwrap_or_default()
+    }
+
+    /// The type of an indexed memory, if indexed.
+    pub fn contains(&self, id: &MemoryId) -> bool {
+        self.locations
+            .read()
+            .expect("vector index lock poisoned")
+            .contains_key(id)
+    }
+}
+
+/// Sort hits best first, keep each id once, and cut to `limit`.
+pub fn merge_hits(mut hits: Vec<(MemoryId, f32)>, limit: usize) -> Vec<(MemoryId, f32)> {
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut seen = HashSet::new();
+    hits.retain(|(id, _)| seen.insert(id.clone()));
+    hits.truncate(limit);
+    hits
 }
 
 impl VectorIndex for FlatVectorIndex {
@@ -368,7 +522,10 @@ impl VectorIndex for FlatVectorIndex {
         for entry in entries {
             let targets = Self::partitions_of(entry);
             for partition in &targets {
-                partitions.entry(partition.clone()).or_default().insert(entry);
+                partitions
+                    .entry(partition.clone())
+                    .or_default()
+                    .insert(entry);
             }
             locations.insert(entry.id.clone(), targets);
         }
@@ -381,7 +538,11 @@ impl VectorIndex for FlatVectorIndex {
             if let Some(targets) = locations.remove(id) {
                 for partition in targets {
                     if let Some(flat) = partitions.get_mut(&partition) {
-                        let dimension = if flat.ids.is_empty() { 0 } else { flat.vectors.len() / flat.ids.len() };
+                        let dimension = if flat.ids.is_empty() {
+                            0
+                        } else {
+                            flat.vectors.len() / flat.ids.len()
+                        };
                         flat.remove(id, dimension);
                         if flat.ids.is_empty() {
                             partitions.remove(&partition);
@@ -393,41 +554,32 @@ impl VectorIndex for FlatVectorIndex {
     }
 
     fn clear(&self) {
-        self.partitions.write().expect("vector index lock poisoned").clear();
-        self.locations.write().expect("vector index lock poisoned").clear();
+        self.partitions
+            .write()
+            .expect("vector index lock poisoned")
+            .clear();
+        self.locations
+            .write()
+            .expect("vector index lock poisoned")
+            .clear();
     }
 
     fn search(&self, query: &VectorQuery) -> Vec<(MemoryId, f32)> {
-        let collections: Vec<Collection> = if query.types.is_empty() {
-            vec![Collection::Semantic, Collection::Procedural, Collection::Experience]
-        } else {
-            let mut c: Vec<Collection> = query.types.iter().map(|t| Collection::of(*t)).collect();
-            c.sort();
-            c.dedup();
-            c
-        };
         let partitions = self.partitions.read().expect("vector index lock poisoned");
         let mut hits: Vec<(MemoryId, f32)> = Vec::new();
-        for collection in collections {
-            let mut keys = vec![Partition::Agent(query.agent_id.clone(), collection)];
-            if query.include_shared {
-                keys.push(Partition::Shared(collection));
-            }
-            for key in keys {
-                if let Some(flat) = partitions.get(&key) {
-                    hits.extend(flat.search(&query.vector, &query.types, query.limit));
-                }
+        for key in Self::partitions_for_query(query) {
+            if let Some(flat) = partitions.get(&key) {
+                hits.extend(flat.search(&query.vector, &query.types, query.limit));
             }
         }
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut seen = HashSet::new();
-        hits.retain(|(id, _)| seen.insert(id.clone()));
-        hits.truncate(query.limit);
-        hits
+        merge_hits(hits, query.limit)
     }
 
     fn len(&self) -> usize {
-        self.locations.read().expect("vector index lock poisoned").len()
+        self.locations
+            .read()
+            .expect("vector index lock poisoned")
+            .len()
     }
 }
 
@@ -453,10 +605,9 @@ impl GraphStore for InMemoryGraphStore {
 
     async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association> {
         let mut edges = self.edges.write().map_err(lock_error)?;
-        if let Some(existing) = edges
-            .iter_mut()
-            .find(|e| e.from_id == edge.from_id && e.to_id == edge.to_id && e.relation == edge.relation)
-        {
+        if let Some(existing) = edges.iter_mut().find(|e| {
+            e.from_id == edge.from_id && e.to_id == edge.to_id && e.relation == edge.relation
+        }) {
             existing.weight = edge.weight;
             return Ok(existing.clone());
         }
@@ -464,7 +615,13 @@ impl GraphStore for InMemoryGraphStore {
         Ok(edge.clone())
     }
 
-    async fn edges_around(&self, agent: &AgentId, seeds: &[MemoryId], depth: u32, max_edges: usize) -> MemoryResult<Vec<Association>> {
+    async fn edges_around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        depth: u32,
+        max_edges: usize,
+    ) -> MemoryResult<Vec<Association>> {
         let edges = self.edges.read().map_err(lock_error)?;
         let mut frontier: HashSet<MemoryId> = seeds.iter().cloned().collect();
         let mut visited = frontier.clone();
@@ -474,7 +631,11 @@ impl GraphStore for InMemoryGraphStore {
             let mut next = HashSet::new();
             for edge in edges.iter().filter(|e| e.agent_id == *agent) {
                 if frontier.contains(&edge.from_id) || frontier.contains(&edge.to_id) {
-                    let key = (edge.from_id.clone(), edge.to_id.clone(), edge.relation.clone());
+                    let key = (
+                        edge.from_id.clone(),
+                        edge.to_id.clone(),
+                        edge.relation.clone(),
+                    );
                     if taken_keys.insert(key) {
                         taken.push(edge.clone());
                         if taken.len() >= max_edges {
@@ -494,7 +655,10 @@ impl GraphStore for InMemoryGraphStore {
     }
 
     async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()> {
-        self.edges.write().map_err(lock_error)?.retain(|e| e.from_id != *id && e.to_id != *id);
+        self.edges
+            .write()
+            .map_err(lock_error)?
+            .retain(|e| e.from_id != *id && e.to_id != *id);
         Ok(())
     }
 }
@@ -527,9 +691,17 @@ impl WorkingStore for InMemoryWorkingStore {
         "memory"
     }
 
-    async fn push(&self, agent: &AgentId, session: &SessionId, item: WorkingItem, now: DateTime<Utc>) -> MemoryResult<()> {
+    async fn push(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        item: WorkingItem,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()> {
         let mut sessions = self.sessions.lock().map_err(lock_error)?;
-        let entry = sessions.entry((agent.clone(), session.clone())).or_insert_with(|| (VecDeque::new(), now));
+        let entry = sessions
+            .entry((agent.clone(), session.clone()))
+            .or_insert_with(|| (VecDeque::new(), now));
         if now - entry.1 > self.ttl {
             entry.0.clear();
         }
@@ -541,7 +713,12 @@ impl WorkingStore for InMemoryWorkingStore {
         Ok(())
     }
 
-    async fn window(&self, agent: &AgentId, session: &SessionId, now: DateTime<Utc>) -> MemoryResult<Vec<WorkingItem>> {
+    async fn window(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<WorkingItem>> {
         let sessions = self.sessions.lock().map_err(lock_error)?;
         Ok(match sessions.get(&(agent.clone(), session.clone())) {
             Some((items, last)) if now - *last <= self.ttl => items.iter().cloned().collect(),
@@ -551,7 +728,10 @@ impl WorkingStore for InMemoryWorkingStore {
 
     async fn clear(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<usize> {
         let mut sessions = self.sessions.lock().map_err(lock_error)?;
-        Ok(sessions.remove(&(agent.clone(), session.clone())).map(|(items, _)| items.len()).unwrap_or(0))
+        Ok(sessions
+            .remove(&(agent.clone(), session.clone()))
+            .map(|(items, _)| items.len())
+            .unwrap_or(0))
     }
 
     async fn sweep(&self, now: DateTime<Utc>) -> MemoryResult<usize> {
@@ -569,7 +749,13 @@ mod tests {
     use crate::model::MemoryType;
     use crate::testing::memory_fixture;
 
-    fn record(id: &str, agent: &str, memory_type: MemoryType, shared: bool, vector: Vec<f32>) -> EmbeddingRecord {
+    fn record(
+        id: &str,
+        agent: &str,
+        memory_type: MemoryType,
+        shared: bool,
+        vector: Vec<f32>,
+    ) -> EmbeddingRecord {
         EmbeddingRecord {
             id: MemoryId(id.into()),
             agent_id: AgentId::parse(agent).unwrap(),
@@ -594,9 +780,17 @@ mod tests {
             vector: vec![1.0, 0.0],
             limit: 10,
         };
-        let ids: Vec<String> = index.search(&query(false)).into_iter().map(|(id, _)| id.0).collect();
+        let ids: Vec<String> = index
+            .search(&query(false))
+            .into_iter()
+            .map(|(id, _)| id.0)
+            .collect();
         assert_eq!(ids, vec!["a1"]);
-        let ids: Vec<String> = index.search(&query(true)).into_iter().map(|(id, _)| id.0).collect();
+        let ids: Vec<String> = index
+            .search(&query(true))
+            .into_iter()
+            .map(|(id, _)| id.0)
+            .collect();
         assert_eq!(ids, vec!["a1", "b2"]);
     }
 
@@ -618,7 +812,13 @@ mod tests {
             limit: 1,
         };
         assert_eq!(index.search(&query)[0].0 .0, "c");
-        index.upsert(&[record("b", "x", MemoryType::Episodic, false, vec![1.0, 0.0])]);
+        index.upsert(&[record(
+            "b",
+            "x",
+            MemoryType::Episodic,
+            false,
+            vec![1.0, 0.0],
+        )]);
         assert_eq!(index.search(&query)[0].0 .0, "b");
         assert_eq!(index.len(), 2);
     }
@@ -640,15 +840,30 @@ mod tests {
         let store = InMemoryMemoryStore::new();
         let now = Utc::now();
         let memory = memory_fixture("alice", "I live in Paris", now);
-        store.insert(&[StoredMemory { memory: memory.clone(), embedding: vec![1.0] }]).await.unwrap();
+        store
+            .insert(&[StoredMemory {
+                memory: memory.clone(),
+                embedding: vec![1.0],
+            }])
+            .await
+            .unwrap();
         // Inserting the same id again is a no-op.
-        store.insert(&[StoredMemory { memory: memory.clone(), embedding: vec![0.0] }]).await.unwrap();
+        store
+            .insert(&[StoredMemory {
+                memory: memory.clone(),
+                embedding: vec![0.0],
+            }])
+            .await
+            .unwrap();
         let previous = crate::model::version_of(&memory, "update", now);
         let mut next = memory.clone();
         next.content = "I live in Tokyo".into();
         next.version = 2;
         store.update(&next, &previous, None).await.unwrap();
-        assert_eq!(store.history(&memory.id).await.unwrap()[0].content, "I live in Paris");
+        assert_eq!(
+            store.history(&memory.id).await.unwrap()[0].content,
+            "I live in Paris"
+        );
         let stale = store.update(&next, &previous, None).await.unwrap_err();
         assert_eq!(stale.code, crate::error::ErrorCode::Conflict);
     }
@@ -660,12 +875,26 @@ mod tests {
         let session = SessionId::parse("s").unwrap();
         let now = Utc::now();
         for n in 0..3 {
-            let item = WorkingItem { memory_id: MemoryId(n.to_string()), content: n.to_string(), at: now };
+            let item = WorkingItem {
+                memory_id: MemoryId(n.to_string()),
+                content: n.to_string(),
+                at: now,
+            };
             store.push(&agent, &session, item, now).await.unwrap();
         }
         let window = store.window(&agent, &session, now).await.unwrap();
-        assert_eq!(window.iter().map(|i| i.content.as_str()).collect::<Vec<_>>(), vec!["1", "2"]);
-        assert!(store.window(&agent, &session, now + Duration::seconds(61)).await.unwrap().is_empty());
+        assert_eq!(
+            window
+                .iter()
+                .map(|i| i.content.as_str())
+                .collect::<Vec<_>>(),
+            vec!["1", "2"]
+        );
+        assert!(store
+            .window(&agent, &session, now + Duration::seconds(61))
+            .await
+            .unwrap()
+            .is_empty());
         assert_eq!(store.sweep(now + Duration::seconds(61)).await.unwrap(), 1);
     }
 
@@ -684,8 +913,29 @@ mod tests {
         graph.upsert_edge(&edge("a", "b")).await.unwrap();
         graph.upsert_edge(&edge("c", "b")).await.unwrap();
         graph.upsert_edge(&edge("c", "d")).await.unwrap();
-        assert_eq!(graph.edges_around(&agent, &[MemoryId("a".into())], 1, 100).await.unwrap().len(), 1);
-        assert_eq!(graph.edges_around(&agent, &[MemoryId("a".into())], 2, 100).await.unwrap().len(), 2);
-        assert_eq!(graph.edges_around(&agent, &[MemoryId("a".into())], 3, 100).await.unwrap().len(), 3);
+        assert_eq!(
+            graph
+                .edges_around(&agent, &[MemoryId("a".into())], 1, 100)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            graph
+                .edges_around(&agent, &[MemoryId("a".into())], 2, 100)
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            graph
+                .edges_around(&agent, &[MemoryId("a".into())], 3, 100)
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
     }
 }

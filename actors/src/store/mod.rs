@@ -13,7 +13,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::MemoryResult;
 use crate::model::{
-    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType, MemoryVersion, SessionId,
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
+    MemoryVersion, SessionId,
 };
 
 /// A memory together with its embedding, as written to the system of record.
@@ -87,7 +88,12 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>>;
     /// Replace a memory with `next` if its stored version is `previous.version`, archiving `previous`;
     /// a new embedding replaces the old one when content changed. Fails with `conflict` on a version race.
-    async fn update(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&[f32]>) -> MemoryResult<()>;
+    async fn update(
+        &self,
+        next: &Memory,
+        previous: &MemoryVersion,
+        embedding: Option<&[f32]>,
+    ) -> MemoryResult<()>;
     /// Delete a memory with its versions, embedding and edges; false when it did not exist.
     async fn delete(&self, id: &MemoryId) -> MemoryResult<bool>;
     /// Past versions, oldest first.
@@ -103,13 +109,21 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// The stored embedding of one memory.
     async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>>;
     /// Embeddings of active memories in id order after `after`, for rebuilding the vector index.
-    async fn embeddings_page(&self, after: Option<&MemoryId>, limit: usize) -> MemoryResult<Vec<EmbeddingRecord>>;
+    async fn embeddings_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<EmbeddingRecord>>;
     /// Number of memories in every status.
     async fn count(&self) -> MemoryResult<u64>;
     /// Append a consolidation run to the run log.
     async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()>;
     /// Latest runs, newest first, optionally for one agent.
-    async fn runs(&self, agent: Option<&AgentId>, limit: usize) -> MemoryResult<Vec<ConsolidationRun>>;
+    async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>>;
     /// Make everything durable (checkpoint); called on shutdown.
     async fn flush(&self) -> MemoryResult<()>;
 }
@@ -131,7 +145,9 @@ impl Collection {
         match memory_type {
             MemoryType::Semantic => Collection::Semantic,
             MemoryType::Procedural => Collection::Procedural,
-            MemoryType::Episodic | MemoryType::Affective | MemoryType::Working => Collection::Experience,
+            MemoryType::Episodic | MemoryType::Affective | MemoryType::Working => {
+                Collection::Experience
+            }
         }
     }
 }
@@ -179,7 +195,13 @@ pub trait GraphStore: Send + Sync + 'static {
     /// Create an edge, or update relation weight if (from, to, relation) exists; returns the stored edge.
     async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association>;
     /// Edges reachable from `seeds` within `depth` hops (both directions), at most `max_edges`.
-    async fn edges_around(&self, agent: &AgentId, seeds: &[MemoryId], depth: u32, max_edges: usize) -> MemoryResult<Vec<Association>>;
+    async fn edges_around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        depth: u32,
+        max_edges: usize,
+    ) -> MemoryResult<Vec<Association>>;
     /// Remove every edge touching a memory.
     async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()>;
 }
@@ -201,9 +223,20 @@ pub trait WorkingStore: Send + Sync + 'static {
     /// Short backend name for health (`memory`, `redis`).
     fn backend_name(&self) -> &'static str;
     /// Append to a session's window (dropping the oldest beyond the window size) and refresh its TTL.
-    async fn push(&self, agent: &AgentId, session: &SessionId, item: WorkingItem, now: DateTime<Utc>) -> MemoryResult<()>;
+    async fn push(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        item: WorkingItem,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()>;
     /// The live window of a session, oldest first (empty when expired).
-    async fn window(&self, agent: &AgentId, session: &SessionId, now: DateTime<Utc>) -> MemoryResult<Vec<WorkingItem>>;
+    async fn window(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<WorkingItem>>;
     /// Clear a session's window; returns how many items it held.
     async fn clear(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<usize>;
     /// Drop expired sessions; returns how many were dropped.

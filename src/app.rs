@@ -1,0 +1,170 @@
+//! Start-up: open the stores the settings name, start the actor tree, bind the HTTP
+//! listener (port 0 works), serve until a shutdown signal, then drain and flush.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use mnemos_actors::clock::SystemClock;
+use mnemos_actors::runtime::RuntimeParts;
+use mnemos_actors::store::memory::InMemoryWorkingStore;
+use mnemos_actors::Runtime;
+use tokio::net::TcpListener;
+
+use crate::config::Settings;
+use crate::data_dir::DataDirLock;
+use crate::store::sqlite::SqliteStore;
+use crate::vectors::HnswVectorIndex;
+
+/// A started runtime with the stores under it.
+pub struct Services {
+    /// The runtime handle.
+    pub runtime: Runtime,
+    /// The system of record (closed after the runtime stops).
+    pub store: Arc<SqliteStore>,
+    /// Held for the life of the process so two servers never share a data directory.
+    _lock: DataDirLock,
+}
+
+impl Services {
+    /// Open the data directory and start the runtime.
+    pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
+        let lock = DataDirLock::acquire(&settings.data_dir)?;
+        let store = Arc::new(
+            SqliteStore::open(&settings.data_dir)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        );
+        let embedder = crate::embedding::from_settings(&settings.embedding)
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
+        let parts = RuntimeParts {
+            memories: store.clone(),
+            vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
+            graph: store.clone(),
+            working: Arc::new(InMemoryWorkingStore::new(
+                settings.working.window,
+                settings.working.ttl_seconds,
+            )),
+            embedder,
+            clock: Arc::new(SystemClock),
+        };
+        let runtime = Runtime::start(parts, settings.runtime_config())
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        Ok(Self {
+            runtime,
+            store,
+            _lock: lock,
+        })
+    }
+
+    /// Flush and stop the runtime, then close the store.
+    pub async fn close(self) -> anyhow::Result<()> {
+        let flushed = self.runtime.shutdown().await;
+        self.store.close().await;
+        flushed.map_err(|e| anyhow::anyhow!(e.message))
+    }
+}
+
+/// The HTTP application: a bound listener and the services behind it.
+pub struct Application {
+    /// Bound listener.
+    listener: TcpListener,
+    /// Runtime and stores.
+    services: Services,
+    /// Settings it was built from.
+    settings: Settings,
+}
+
+impl Application {
+    /// Open the services and bind `server.bind`.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let started = Instant::now();
+        let services = Services::open(&settings).await?;
+        let listener = TcpListener::bind(&settings.server.bind)
+            .await
+            .with_context(|| format!("server.bind: cannot listen on {}", settings.server.bind))?;
+        tracing::info!(
+            address = %listener.local_addr()?,
+            ready_ms = started.elapsed().as_millis() as u64,
+            data_dir = %settings.data_dir.display(),
+            "mnemos is ready"
+        );
+        Ok(Self {
+            listener,
+            services,
+            settings,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The runtime handle.
+    pub fn runtime(&self) -> Runtime {
+        self.services.runtime.clone()
+    }
+
+    /// Serve until `shutdown` completes; then stop accepting, let in-flight requests finish
+    /// (up to `server.shutdown_grace_seconds`), flush the stores and return.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let state = crate::http::AppState {
+            runtime: self.services.runtime.clone(),
+            fault_injection: self.settings.server.fault_injection,
+            metrics: crate::http::metrics_handle(),
+            started: Instant::now(),
+        };
+        let router = crate::http::router(state, self.settings.server.max_body_bytes);
+        let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("shutdown requested; draining requests");
+            let _ = signalled_tx.send(true);
+        };
+        let grace = Duration::from_secs(self.settings.server.shutdown_grace_seconds);
+        let serve = axum::serve(self.listener, router).with_graceful_shutdown(signal);
+        let deadline = async move {
+            let mut signalled = signalled_rx;
+            let _ = signalled.wait_for(|s| *s).await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            result = serve => result.context("http server failed")?,
+            () = deadline => tracing::warn!("requests still running after the grace period; stopping anyway"),
+        }
+        self.services.close().await?;
+        tracing::info!("stores flushed; bye");
+        Ok(())
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

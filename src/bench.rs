@@ -1,0 +1,357 @@
+//! `mnemos bench`: synthetic load through the runtime (no HTTP), reporting batch and
+//! single remember throughput, recall latency percentiles, ready time after a restart
+//! with the data in place, and peak RSS.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use mnemos_actors::model::AgentId;
+use mnemos_actors::runtime::{RecallInput, RememberInput};
+use serde::Serialize;
+
+use crate::app::Services;
+use crate::config::Settings;
+
+/// Options of `mnemos bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Memories loaded through remember_batch.
+    #[arg(long, default_value_t = 100_000)]
+    pub memories: usize,
+    /// Agents the memories are spread over.
+    #[arg(long, default_value_t = 100)]
+    pub agents: usize,
+    /// Memories per remember_batch call.
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// Single remember calls timed after the load.
+    #[arg(long, default_value_t = 2000)]
+    pub single: usize,
+    /// Recall queries timed.
+    #[arg(long, default_value_t = 2000)]
+    pub queries: usize,
+    /// Directory for the benchmark's data (default: a fresh directory under the system temp dir).
+    #[arg(long)]
+    pub bench_dir: Option<PathBuf>,
+    /// Keep the benchmark's data directory afterwards.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Measured figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// Memories loaded.
+    pub memories: usize,
+    /// Agents.
+    pub agents: usize,
+    /// Embedding model.
+    pub embedder: String,
+    /// remember_batch throughput, memories per second.
+    pub batch_per_second: f64,
+    /// Single remember throughput (sequential), per second.
+    pub single_per_second: f64,
+    /// Single remember latency p50, ms.
+    pub single_p50_ms: f64,
+    /// Single remember latency p99, ms.
+    pub single_p99_ms: f64,
+    /// Recall latency p50, ms.
+    pub recall_p50_ms: f64,
+    /// Recall latency p95, ms.
+    pub recall_p95_ms: f64,
+    /// Recall latency p99, ms.
+    pub recall_p99_ms: f64,
+    /// Time to reopen the data directory and serve (index rebuilt from stored vectors), ms.
+    pub ready_after_restart_ms: f64,
+    /// Peak resident set size of the process, MiB.
+    pub peak_rss_mib: f64,
+}
+
+/// Deterministic xorshift generator (the benchmark must be repeatable).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A vocabulary of pronounceable words with a Zipf-like draw, to make realistic text.
+struct TextGenerator {
+    /// Words, most frequent first.
+    words: Vec<String>,
+    /// Random source.
+    rng: Rng,
+}
+
+impl TextGenerator {
+    fn new(seed: u64) -> Self {
+        let syllables = [
+            "ka", "lo", "mi", "ra", "ten", "sor", "vi", "pel", "dan", "ru", "mos", "the", "ne",
+            "qua", "zi", "bor",
+        ];
+        let mut rng = Rng(seed.max(1));
+        let words = (0..4000)
+            .map(|_| {
+                (0..1 + rng.below(3))
+                    .map(|_| syllables[rng.below(syllables.len())])
+                    .collect::<String>()
+            })
+            .collect();
+        Self { words, rng }
+    }
+    fn word(&mut self) -> &str {
+        // Squaring a uniform draw skews toward the front: frequent words recur, rare ones are rare.
+        let u = self.rng.below(10_000) as f64 / 10_000.0;
+        let index = ((u * u) * self.words.len() as f64) as usize;
+        &self.words[index.min(self.words.len() - 1)]
+    }
+    fn sentence(&mut self, min: usize, max: usize) -> String {
+        let count = min + self.rng.below(max - min + 1);
+        (0..count)
+            .map(|_| self.word().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Peak RSS from /proc (0 where unavailable).
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn bar(len: usize, label: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(label.to_string());
+    bar
+}
+
+/// Run the benchmark and print its table.
+pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
+    let report = measure(settings, &args).await?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    println!();
+    println!("| figure | value |");
+    println!("|---|---|");
+    println!(
+        "| memories / agents | {} / {} |",
+        report.memories, report.agents
+    );
+    println!("| embedder | {} |", report.embedder);
+    println!(
+        "| remember_batch throughput | {:.0} memories/s |",
+        report.batch_per_second
+    );
+    println!(
+        "| single remember | {:.0} /s (p50 {:.2} ms, p99 {:.2} ms) |",
+        report.single_per_second, report.single_p50_ms, report.single_p99_ms
+    );
+    println!(
+        "| recall latency p50 / p95 / p99 | {:.2} / {:.2} / {:.2} ms |",
+        report.recall_p50_ms, report.recall_p95_ms, report.recall_p99_ms
+    );
+    println!(
+        "| ready after restart | {:.0} ms |",
+        report.ready_after_restart_ms
+    );
+    println!("| peak RSS | {:.0} MiB |", report.peak_rss_mib);
+    Ok(())
+}
+
+/// Run the benchmark and return its figures.
+pub async fn measure(settings: &Settings, args: &BenchArgs) -> anyhow::Result<BenchReport> {
+    anyhow::ensure!(
+        args.agents > 0 && args.batch_size > 0 && args.queries > 0,
+        "agents, batch-size and queries must be positive"
+    );
+    let dir = args.bench_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mnemos-bench-{}", uuid::Uuid::now_v7()))
+    });
+    let mut settings = settings.clone();
+    settings.data_dir = dir.clone();
+    settings.cognition.enabled = false;
+    settings.limits.max_batch = settings.limits.max_batch.max(args.batch_size);
+    let result = measure_in(&settings, args).await;
+    if !args.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<BenchReport> {
+    let services = Services::open(settings).await?;
+    let runtime = services.runtime.clone();
+    let agents: Vec<AgentId> = (0..args.agents)
+        .map(|n| AgentId::parse(&format!("bench-agent-{n}")))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let mut text = TextGenerator::new(42);
+    let base = chrono::Utc::now() - chrono::Duration::days(365);
+
+    let progress = bar(args.memories, "batch");
+    let mut loaded = 0usize;
+    let mut batch_time = Duration::ZERO;
+    while loaded < args.memories {
+        let agent = &agents[(loaded / args.batch_size) % agents.len()];
+        let size = args.batch_size.min(args.memories - loaded);
+        let inputs: Vec<RememberInput> = (0..size)
+            .map(|i| RememberInput {
+                content: text.sentence(8, 45),
+                tags: vec![format!("topic-{}", (loaded + i) % 20)],
+                occurred_at: Some(base + chrono::Duration::minutes((loaded + i) as i64)),
+                session_id: mnemos_actors::model::SessionId::parse(&format!(
+                    "s{}",
+                    (loaded + i) / 50
+                ))
+                .ok(),
+                ..Default::default()
+            })
+            .collect();
+        let started = Instant::now();
+        runtime
+            .remember_batch(agent, inputs)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        batch_time += started.elapsed();
+        loaded += size;
+        progress.set_position(loaded as u64);
+    }
+    progress.finish();
+
+    let progress = bar(args.single, "single");
+    let mut single_latencies = Vec::with_capacity(args.single);
+    let single_started = Instant::now();
+    for n in 0..args.single {
+        let input = RememberInput {
+            content: text.sentence(8, 45),
+            ..Default::default()
+        };
+        let started = Instant::now();
+        runtime
+            .remember(&agents[n % agents.len()], input)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        single_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        progress.inc(1);
+    }
+    let single_elapsed = single_started.elapsed();
+    progress.finish();
+
+    let progress = bar(args.queries, "recall");
+    let mut recall_latencies = Vec::with_capacity(args.queries);
+    for n in 0..args.queries {
+        let query = text.sentence(3, 8);
+        let started = Instant::now();
+        runtime
+            .recall(RecallInput {
+                agent_id: agents[n % agents.len()].clone(),
+                query,
+                types: vec![],
+                limit: Some(10),
+                session_id: None,
+                tags: vec![],
+                include_shared: true,
+                debug: false,
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        recall_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        progress.inc(1);
+    }
+    progress.finish();
+    let embedder = runtime
+        .health()
+        .await
+        .index
+        .map(|i| i.model)
+        .unwrap_or_default();
+    services.close().await?;
+
+    let started = Instant::now();
+    let reopened = Services::open(settings).await?;
+    let ready = started.elapsed();
+    let indexed = reopened
+        .runtime
+        .health()
+        .await
+        .index
+        .map(|i| i.vectors)
+        .unwrap_or(0);
+    anyhow::ensure!(
+        indexed >= args.memories,
+        "after restart only {indexed} vectors were indexed"
+    );
+    reopened.close().await?;
+
+    single_latencies.sort_by(f64::total_cmp);
+    recall_latencies.sort_by(f64::total_cmp);
+    Ok(BenchReport {
+        memories: args.memories,
+        agents: args.agents,
+        embedder,
+        batch_per_second: args.memories as f64 / batch_time.as_secs_f64().max(1e-9),
+        single_per_second: args.single as f64 / single_elapsed.as_secs_f64().max(1e-9),
+        single_p50_ms: percentile(&single_latencies, 50.0),
+        single_p99_ms: percentile(&single_latencies, 99.0),
+        recall_p50_ms: percentile(&recall_latencies, 50.0),
+        recall_p95_ms: percentile(&recall_latencies, 95.0),
+        recall_p99_ms: percentile(&recall_latencies, 99.0),
+        ready_after_restart_ms: ready.as_secs_f64() * 1000.0,
+        peak_rss_mib: peak_rss_mib(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_ranks() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&values, 50.0), 51.0);
+        assert_eq!(percentile(&values, 99.0), 99.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn generated_text_is_deterministic_and_bounded() {
+        let mut a = TextGenerator::new(7);
+        let mut b = TextGenerator::new(7);
+        let s = a.sentence(8, 12);
+        assert_eq!(s, b.sentence(8, 12));
+        let words = s.split(' ').count();
+        assert!((8..=12).contains(&words));
+    }
+}

@@ -1,0 +1,449 @@
+//! Layered configuration: compiled-in `config/default.toml` → `config/<MNEMOS_ENV>.toml`
+//! → an explicit file → `MNEMOS__SECTION__KEY` environment variables, deserialized into
+//! typed [`Settings`] and validated. Every error names the key to fix.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use config::{Config, Environment, File, FileFormat};
+use mnemos_actors::policy::retention::RetentionPolicy;
+use mnemos_actors::runtime::{Limits, RuntimeConfig};
+use mnemos_actors::supervisor::{CognitionSettings, RestartPolicy};
+use serde::Deserialize;
+
+/// The defaults, compiled in so the binary runs from any directory.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// All settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Where embedded stores keep their files.
+    pub data_dir: PathBuf,
+    /// HTTP server.
+    pub server: ServerSettings,
+    /// System of record.
+    pub storage: StorageSettings,
+    /// Embedding model.
+    pub embedding: EmbeddingSettings,
+    /// Vector index.
+    pub vectors: VectorSettings,
+    /// Working memory.
+    pub working: WorkingSettings,
+    /// Input limits.
+    pub limits: LimitSettings,
+    /// Memory defaults.
+    pub memory: MemorySettings,
+    /// Retention curve.
+    pub retention: RetentionSettings,
+    /// Sleep-cycle schedule.
+    pub cognition: CognitionConfig,
+    /// Archival schedule.
+    pub archival: ArchivalSettings,
+    /// Actor supervision.
+    pub supervisor: SupervisorSettings,
+    /// Logging.
+    pub log: LogSettings,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Listen address.
+    pub bind: String,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Drain time on shutdown.
+    pub shutdown_grace_seconds: u64,
+    /// Expose the actor fault-injection route.
+    pub fault_injection: bool,
+}
+
+/// `[storage]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSettings {
+    /// `sqlite`.
+    pub backend: String,
+}
+
+/// `[embedding]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingSettings {
+    /// `builtin` or `local`.
+    pub provider: String,
+    /// Local model directory.
+    pub model_dir: PathBuf,
+    /// Builtin embedder dimension.
+    pub builtin_dimension: usize,
+}
+
+/// `[vectors]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorSettings {
+    /// `embedded`.
+    pub backend: String,
+    /// Partition size from which an HNSW graph is kept.
+    pub hnsw_threshold: usize,
+}
+
+/// `[working]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingSettings {
+    /// `memory`.
+    pub backend: String,
+    /// Items per session.
+    pub window: usize,
+    /// Session expiry after the last write.
+    pub ttl_seconds: u64,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    /// Largest content.
+    pub max_content_bytes: usize,
+    /// Largest batch.
+    pub max_batch: usize,
+    /// Largest result limit.
+    pub max_result_limit: usize,
+    /// Most tags.
+    pub max_tags: usize,
+    /// Largest metadata.
+    pub max_metadata_bytes: usize,
+}
+
+/// `[memory]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// Default importance.
+    pub default_importance: f32,
+}
+
+/// `[retention]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// k of the retention curve.
+    pub scale_days: f64,
+}
+
+/// `[cognition]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CognitionConfig {
+    /// Run schedules.
+    pub enabled: bool,
+    /// Sleep-cycle cron.
+    pub schedule: String,
+}
+
+/// `[archival]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchivalSettings {
+    /// Archival cron.
+    pub schedule: String,
+}
+
+/// `[supervisor]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupervisorSettings {
+    /// First restart delay.
+    pub initial_backoff_ms: u64,
+    /// Longest restart delay.
+    pub max_backoff_ms: u64,
+    /// Restart budget.
+    pub max_restarts: usize,
+    /// Budget window.
+    pub window_seconds: u64,
+    /// Request wait for an actor.
+    pub call_timeout_ms: u64,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// tracing filter.
+    pub level: String,
+    /// `text` or `json`.
+    pub format: String,
+}
+
+/// A configuration problem, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+fn bad(key: &str, message: impl std::fmt::Display) -> ConfigError {
+    ConfigError(format!("{key}: {message}"))
+}
+
+impl Settings {
+    /// Load settings: defaults, the `MNEMOS_ENV` overlay from `config_dir`, `extra_file`, then the environment.
+    pub fn load(config_dir: Option<&Path>, extra_file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut builder =
+            Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
+        if let Ok(environment) = std::env::var("MNEMOS_ENV") {
+            let dir = config_dir
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("config"));
+            let path = dir.join(format!("{environment}.toml"));
+            if !path.exists() {
+                return Err(ConfigError(format!(
+                    "MNEMOS_ENV={environment} but {} does not exist; create it or unset MNEMOS_ENV",
+                    path.display()
+                )));
+            }
+            builder = builder.add_source(File::from(path).format(FileFormat::Toml));
+        }
+        if let Some(file) = extra_file {
+            if !file.exists() {
+                return Err(ConfigError(format!(
+                    "config file {} does not exist",
+                    file.display()
+                )));
+            }
+            builder = builder.add_source(File::from(file.to_path_buf()).format(FileFormat::Toml));
+        }
+        builder = builder.add_source(
+            Environment::with_prefix("MNEMOS")
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true),
+        );
+        let settings: Settings = builder
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError(e.to_string()))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Check values the types alone cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
+            return Err(bad(
+                "server.bind",
+                format!(
+                    "{:?} is not an address like 127.0.0.1:8077",
+                    self.server.bind
+                ),
+            ));
+        }
+        if self.server.max_body_bytes < 1024 {
+            return Err(bad("server.max_body_bytes", "must be at least 1024"));
+        }
+        if self.storage.backend != "sqlite" {
+            return Err(bad(
+                "storage.backend",
+                format!(
+                    "unknown backend {:?}; this build supports \"sqlite\"",
+                    self.storage.backend
+                ),
+            ));
+        }
+        match self.embedding.provider.as_str() {
+            "builtin" => {}
+            "local" => {
+                if self.embedding.model_dir.as_os_str().is_empty() {
+                    return Err(bad("embedding.model_dir", "must name a sentence-transformers directory when embedding.provider = \"local\""));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "embedding.provider",
+                    format!("unknown provider {other:?}; use \"builtin\" or \"local\""),
+                ))
+            }
+        }
+        if !(8..=4096).contains(&self.embedding.builtin_dimension) {
+            return Err(bad(
+                "embedding.builtin_dimension",
+                "must be between 8 and 4096",
+            ));
+        }
+        if self.vectors.backend != "embedded" {
+            return Err(bad(
+                "vectors.backend",
+                format!(
+                    "unknown backend {:?}; this build supports \"embedded\"",
+                    self.vectors.backend
+                ),
+            ));
+        }
+        if self.vectors.hnsw_threshold < 100 {
+            return Err(bad("vectors.hnsw_threshold", "must be at least 100"));
+        }
+        if self.working.backend != "memory" {
+            return Err(bad(
+                "working.backend",
+                format!(
+                    "unknown backend {:?}; this build supports \"memory\"",
+                    self.working.backend
+                ),
+            ));
+        }
+        if self.working.window == 0 {
+            return Err(bad("working.window", "must be at least 1"));
+        }
+        if self.working.ttl_seconds == 0 {
+            return Err(bad("working.ttl_seconds", "must be at least 1"));
+        }
+        for (key, value) in [
+            ("limits.max_content_bytes", self.limits.max_content_bytes),
+            ("limits.max_batch", self.limits.max_batch),
+            ("limits.max_result_limit", self.limits.max_result_limit),
+            ("limits.max_tags", self.limits.max_tags),
+            ("limits.max_metadata_bytes", self.limits.max_metadata_bytes),
+        ] {
+            if value == 0 {
+                return Err(bad(key, "must be at least 1"));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.memory.default_importance) {
+            return Err(bad("memory.default_importance", "must be between 0 and 1"));
+        }
+        if !(self.retention.scale_days > 0.0 && self.retention.scale_days.is_finite()) {
+            return Err(bad(
+                "retention.scale_days",
+                "must be a positive number of days",
+            ));
+        }
+        mnemos_actors::actors::cognition::validate_schedule(
+            "cognition.schedule",
+            &self.cognition.schedule,
+        )
+        .map_err(|e| ConfigError(e.message))?;
+        mnemos_actors::actors::cognition::validate_schedule(
+            "archival.schedule",
+            &self.archival.schedule,
+        )
+        .map_err(|e| ConfigError(e.message))?;
+        if self.supervisor.max_restarts == 0 {
+            return Err(bad("supervisor.max_restarts", "must be at least 1"));
+        }
+        if self.supervisor.initial_backoff_ms == 0
+            || self.supervisor.max_backoff_ms < self.supervisor.initial_backoff_ms
+        {
+            return Err(bad(
+                "supervisor.max_backoff_ms",
+                "backoffs must be positive and max_backoff_ms ≥ initial_backoff_ms",
+            ));
+        }
+        if self.supervisor.call_timeout_ms < 100 {
+            return Err(bad("supervisor.call_timeout_ms", "must be at least 100"));
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return Err(bad(
+                "log.level",
+                format!("{:?} is not a tracing filter", self.log.level),
+            ));
+        }
+        if !matches!(self.log.format.as_str(), "text" | "json") {
+            return Err(bad("log.format", "use \"text\" or \"json\""));
+        }
+        Ok(())
+    }
+
+    /// The runtime's tunables from these settings.
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            limits: Limits {
+                max_content_bytes: self.limits.max_content_bytes,
+                max_batch: self.limits.max_batch,
+                max_result_limit: self.limits.max_result_limit,
+                max_tags: self.limits.max_tags,
+                max_tag_bytes: 128,
+                max_metadata_bytes: self.limits.max_metadata_bytes,
+            },
+            retention: RetentionPolicy {
+                scale_days: self.retention.scale_days,
+            },
+            forget: Default::default(),
+            restart: RestartPolicy {
+                initial_backoff: Duration::from_millis(self.supervisor.initial_backoff_ms),
+                max_backoff: Duration::from_millis(self.supervisor.max_backoff_ms),
+                max_restarts: self.supervisor.max_restarts,
+                window: Duration::from_secs(self.supervisor.window_seconds),
+            },
+            cognition: CognitionSettings {
+                enabled: self.cognition.enabled,
+                sleep_schedule: self.cognition.schedule.clone(),
+                archival_schedule: self.archival.schedule.clone(),
+            },
+            call_timeout: Duration::from_millis(self.supervisor.call_timeout_ms),
+            working_sweep_interval: Duration::from_secs(60),
+            touch_flush_interval: Duration::from_secs(1),
+            default_importance: self.memory.default_importance,
+            rrf_k: 60.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> Settings {
+        Config::builder()
+            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
+            .build()
+            .unwrap()
+            .try_deserialize()
+            .unwrap()
+    }
+
+    #[test]
+    fn defaults_are_valid_and_documented_names_hold() {
+        let settings = defaults();
+        settings.validate().unwrap();
+        assert_eq!(settings.server.bind, "127.0.0.1:8077");
+        assert_eq!(settings.data_dir, PathBuf::from("./data"));
+        assert_eq!(settings.embedding.provider, "builtin");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let mut settings = defaults();
+        settings.embedding.provider = "magic".into();
+        assert!(settings
+            .validate()
+            .unwrap_err()
+            .0
+            .starts_with("embedding.provider"));
+        let mut settings = defaults();
+        settings.server.bind = "nowhere".into();
+        assert!(settings
+            .validate()
+            .unwrap_err()
+            .0
+            .starts_with("server.bind"));
+        let mut settings = defaults();
+        settings.cognition.schedule = "every tuesday".into();
+        assert!(settings
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("cognition.schedule"));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let result: Result<Settings, _> = Config::builder()
+            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
+            .add_source(File::from_str("[server]\nbindd = \"x\"", FileFormat::Toml))
+            .build()
+            .unwrap()
+            .try_deserialize();
+        assert!(result.unwrap_err().to_string().contains("bindd"));
+    }
+}

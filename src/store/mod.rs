@@ -1,0 +1,3 @@
+//! Backend adapters of the store traits.
+
+pub mod sqlite;

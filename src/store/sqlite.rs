@@ -1,0 +1,906 @@
+//! The embedded system of record: SQLite through sqlx (WAL, foreign keys, FTS5).
+//!
+//! One [`SqliteStore`] implements both [`MemoryStore`] and [`GraphStore`]: association
+//! edges reference memories with `ON DELETE CASCADE`, so deleting a memory can never
+//! leave an edge behind.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use mnemos_actors::error::{MemoryError, MemoryResult};
+use mnemos_actors::model::{
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
+    MemoryVersion, SessionId, SourceRef,
+};
+use mnemos_actors::store::{
+    EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory,
+};
+use mnemos_actors::text::search_terms;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+/// The migrations of the SQLite schema, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// SQLite-backed store.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    /// Connection pool (WAL lets readers run beside the one writer).
+    pool: SqlitePool,
+}
+
+const MEMORY_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
+     created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
+     metadata, source_path, source_hash, version";
+
+fn backend_error(error: sqlx::Error) -> MemoryError {
+    MemoryError::unavailable(format!("sqlite: {error}"))
+}
+
+/// Fixed-width RFC 3339 so text order is time order.
+pub fn format_time(time: &DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn parse_time(raw: &str) -> MemoryResult<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(raw)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| MemoryError::internal(format!("corrupt timestamp {raw:?} in store: {e}")))
+}
+
+fn vector_to_blob(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn blob_to_vector(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
+    let get_err = |e: sqlx::Error| MemoryError::internal(format!("corrupt memory row: {e}"));
+    let tags: String = row.try_get("tags").map_err(get_err)?;
+    let metadata: String = row.try_get("metadata").map_err(get_err)?;
+    let memory_type: String = row.try_get("memory_type").map_err(get_err)?;
+    let status: String = row.try_get("status").map_err(get_err)?;
+    let session_id: Option<String> = row.try_get("session_id").map_err(get_err)?;
+    let source_path: Option<String> = row.try_get("source_path").map_err(get_err)?;
+    let source_hash: Option<String> = row.try_get("source_hash").map_err(get_err)?;
+    let agent: String = row.try_get("agent_id").map_err(get_err)?;
+    Ok(Memory {
+        id: MemoryId(row.try_get("id").map_err(get_err)?),
+        agent_id: AgentId::parse(&agent)?,
+        memory_type: MemoryType::parse("type", &memory_type)?,
+        content: row.try_get("content").map_err(get_err)?,
+        title: row.try_get("title").map_err(get_err)?,
+        importance: row.try_get::<f64, _>("importance").map_err(get_err)? as f32,
+        tags: serde_json::from_str(&tags)
+            .map_err(|e| MemoryError::internal(format!("corrupt tags: {e}")))?,
+        session_id: session_id.as_deref().map(SessionId::parse).transpose()?,
+        occurred_at: parse_time(row.try_get("occurred_at").map_err(get_err)?)?,
+        created_at: parse_time(row.try_get("created_at").map_err(get_err)?)?,
+        updated_at: parse_time(row.try_get("updated_at").map_err(get_err)?)?,
+        last_accessed_at: parse_time(row.try_get("last_accessed_at").map_err(get_err)?)?,
+        access_count: row
+            .try_get::<i64, _>("access_count")
+            .map_err(get_err)?
+            .max(0) as u32,
+        consolidation_level: row
+            .try_get::<f64, _>("consolidation_level")
+            .map_err(get_err)? as f32,
+        valence: row
+            .try_get::<Option<f64>, _>("valence")
+            .map_err(get_err)?
+            .map(|v| v as f32),
+        arousal: row
+            .try_get::<Option<f64>, _>("arousal")
+            .map_err(get_err)?
+            .map(|v| v as f32),
+        status: MemoryStatus::parse("status", &status)?,
+        shared: row.try_get::<i64, _>("shared").map_err(get_err)? != 0,
+        metadata: serde_json::from_str(&metadata)
+            .map_err(|e| MemoryError::internal(format!("corrupt metadata: {e}")))?,
+        source: match (source_path, source_hash) {
+            (Some(path), Some(hash)) => Some(SourceRef { path, hash }),
+            _ => None,
+        },
+        version: row.try_get::<i64, _>("version").map_err(get_err)?.max(0) as u32,
+    })
+}
+
+/// Quote a term for an FTS5 query (doubling embedded quotes).
+fn fts_quote(term: &str) -> String {
+    format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+/// The scope token of an agent in the FTS `scope` column.
+fn agent_scope_token(agent: &AgentId) -> String {
+    let hex: String = agent.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    format!("a{hex}")
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) `data_dir/mnemos.db` and apply migrations.
+    pub async fn open(data_dir: &Path) -> MemoryResult<Self> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            MemoryError::invalid(
+                "data_dir",
+                format!("cannot create data directory {}: {e}", data_dir.display()),
+            )
+        })?;
+        let path = data_dir.join("mnemos.db");
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(backend_error)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10))
+            .pragma("cache_size", "-32000")
+            .pragma("temp_store", "memory");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                MemoryError::unavailable(format!("cannot open {}: {e}", path.display()))
+            })?;
+        let store = Self { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Apply pending migrations.
+    pub async fn migrate(&self) -> MemoryResult<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| MemoryError::unavailable(format!("sqlite migrations failed: {e}")))
+    }
+
+    /// The pool (for maintenance commands).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Close the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    fn backend_name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn check_embedding_model(&self, model_id: &str, dimension: usize) -> MemoryResult<()> {
+        let stored: Option<(String,)> =
+            sqlx::query_as("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(backend_error)?;
+        let current = format!("{model_id}|{dimension}");
+        match stored {
+            Some((value,)) if value != current => {
+                let (stored_model, stored_dimension) =
+                    value.split_once('|').unwrap_or((value.as_str(), "?"));
+                Err(MemoryError::invalid(
+                    "embedding.provider",
+                    format!(
+                        "the data directory holds vectors of model {stored_model} ({stored_dimension} dimensions) but the configured embedder is {model_id} ({dimension} dimensions); use the original embedding settings, or a new data_dir"
+                    ),
+                ))
+            }
+            Some(_) => Ok(()),
+            None => {
+                sqlx::query(
+                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('embedding_model', ?)",
+                )
+                .bind(current)
+                .execute(&self.pool)
+                .await
+                .map_err(backend_error)?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        for chunk in records.chunks(200) {
+            let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+                "INSERT OR IGNORE INTO memories ({MEMORY_COLUMNS}) "
+            ));
+            builder.push_values(chunk, |mut row, record| {
+                let m = &record.memory;
+                row.push_bind(m.id.as_str())
+                    .push_bind(m.agent_id.as_str())
+                    .push_bind(m.memory_type.as_str())
+                    .push_bind(m.content.as_str())
+                    .push_bind(m.title.as_deref())
+                    .push_bind(f64::from(m.importance))
+                    .push_bind(serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()))
+                    .push_bind(m.session_id.as_ref().map(|s| s.as_str()))
+                    .push_bind(format_time(&m.occurred_at))
+                    .push_bind(format_time(&m.created_at))
+                    .push_bind(format_time(&m.updated_at))
+                    .push_bind(format_time(&m.last_accessed_at))
+                    .push_bind(i64::from(m.access_count))
+                    .push_bind(f64::from(m.consolidation_level))
+                    .push_bind(m.valence.map(f64::from))
+                    .push_bind(m.arousal.map(f64::from))
+                    .push_bind(m.status.as_str())
+                    .push_bind(i64::from(m.shared))
+                    .push_bind(m.metadata.to_string())
+                    .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
+                    .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
+                    .push_bind(i64::from(m.version));
+            });
+            builder
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+            let mut builder: QueryBuilder<Sqlite> =
+                QueryBuilder::new("INSERT OR IGNORE INTO memory_embeddings (memory_id, vector) ");
+            builder.push_values(chunk, |mut row, record| {
+                row.push_bind(record.memory.id.as_str())
+                    .push_bind(vector_to_blob(&record.embedding));
+            });
+            builder
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        }
+        tx.commit().await.map_err(backend_error)
+    }
+
+    async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?"
+        )))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        row.as_ref().map(memory_from_row).transpose()
+    }
+
+    async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+        let mut memories = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ("
+            ));
+            let mut separated = builder.separated(", ");
+            for id in chunk {
+                separated.push_bind(id.as_str());
+            }
+            builder.push(")");
+            let rows = builder
+                .build()
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend_error)?;
+            for row in &rows {
+                memories.push(memory_from_row(row)?);
+            }
+        }
+        Ok(memories)
+    }
+
+    async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
+        let mut builder: QueryBuilder<Sqlite> =
+            QueryBuilder::new(format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE 1 = 1"));
+        if let Some(agent) = &query.agent_id {
+            builder.push(" AND agent_id = ").push_bind(agent.as_str());
+        }
+        if let Some(memory_type) = query.memory_type {
+            builder
+                .push(" AND memory_type = ")
+                .push_bind(memory_type.as_str());
+        }
+        if let Some(status) = query.status {
+            builder.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(tag) = &query.tag {
+            builder
+                .push(" AND EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ")
+                .push_bind(tag.as_str())
+                .push(")");
+        }
+        if let Some(cursor) = &query.cursor {
+            builder.push(" AND id < ").push_bind(cursor.as_str());
+        }
+        builder
+            .push(" ORDER BY id DESC LIMIT ")
+            .push_bind(query.limit as i64);
+        let rows = builder
+            .build()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        rows.iter().map(memory_from_row).collect()
+    }
+
+    async fn update(
+        &self,
+        next: &Memory,
+        previous: &MemoryVersion,
+        embedding: Option<&[f32]>,
+    ) -> MemoryResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let updated = sqlx::query(
+            "UPDATE memories SET memory_type = ?, content = ?, title = ?, importance = ?, tags = ?, session_id = ?, \
+             occurred_at = ?, updated_at = ?, last_accessed_at = ?, access_count = ?, consolidation_level = ?, \
+             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ? \
+             WHERE id = ? AND version = ?",
+        )
+        .bind(next.memory_type.as_str())
+        .bind(&next.content)
+        .bind(next.title.as_deref())
+        .bind(f64::from(next.importance))
+        .bind(serde_json::to_string(&next.tags).unwrap_or_else(|_| "[]".into()))
+        .bind(next.session_id.as_ref().map(|s| s.as_str()))
+        .bind(format_time(&next.occurred_at))
+        .bind(format_time(&next.updated_at))
+        .bind(format_time(&next.last_accessed_at))
+        .bind(i64::from(next.access_count))
+        .bind(f64::from(next.consolidation_level))
+        .bind(next.valence.map(f64::from))
+        .bind(next.arousal.map(f64::from))
+        .bind(next.status.as_str())
+        .bind(i64::from(next.shared))
+        .bind(next.metadata.to_string())
+        .bind(next.source.as_ref().map(|s| s.path.as_str()))
+        .bind(next.source.as_ref().map(|s| s.hash.as_str()))
+        .bind(i64::from(next.version))
+        .bind(next.id.as_str())
+        .bind(i64::from(previous.version))
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        if updated.rows_affected() == 0 {
+            let exists: Option<(i64,)> =
+                sqlx::query_as("SELECT version FROM memories WHERE id = ?")
+                    .bind(next.id.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(backend_error)?;
+            return Err(match exists {
+                None => MemoryError::not_found(format!("memory {} does not exist", next.id)),
+                Some((version,)) => MemoryError::conflict(format!(
+                    "memory {} changed concurrently (expected version {}, found {version}); read it again and retry",
+                    next.id, previous.version
+                )),
+            });
+        }
+        sqlx::query(
+            "INSERT OR REPLACE INTO memory_versions (memory_id, version, content, importance, tags, status, archived_at, reason) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(next.id.as_str())
+        .bind(i64::from(previous.version))
+        .bind(&previous.content)
+        .bind(f64::from(previous.importance))
+        .bind(serde_json::to_string(&previous.tags).unwrap_or_else(|_| "[]".into()))
+        .bind(previous.status.as_str())
+        .bind(format_time(&previous.archived_at))
+        .bind(&previous.reason)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        if let Some(embedding) = embedding {
+            sqlx::query(
+                "INSERT OR REPLACE INTO memory_embeddings (memory_id, vector) VALUES (?, ?)",
+            )
+            .bind(next.id.as_str())
+            .bind(vector_to_blob(embedding))
+            .execute(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+        }
+        tx.commit().await.map_err(backend_error)
+    }
+
+    async fn delete(&self, id: &MemoryId) -> MemoryResult<bool> {
+        let result = sqlx::query("DELETE FROM memories WHERE id = ?")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
+        let rows = sqlx::query(
+            "SELECT version, content, importance, tags, status, archived_at, reason FROM memory_versions \
+             WHERE memory_id = ? ORDER BY version",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter()
+            .map(|row| {
+                let tags: String = row.get("tags");
+                let status: String = row.get("status");
+                Ok(MemoryVersion {
+                    version: row.get::<i64, _>("version") as u32,
+                    content: row.get("content"),
+                    importance: row.get::<f64, _>("importance") as f32,
+                    tags: serde_json::from_str(&tags).unwrap_or_default(),
+                    status: MemoryStatus::parse("status", &status)?,
+                    archived_at: parse_time(row.get("archived_at"))?,
+                    reason: row.get("reason"),
+                })
+            })
+            .collect()
+    }
+
+    async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        let mut terms = search_terms(&query.text);
+        terms.sort();
+        terms.dedup();
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut scopes = vec![agent_scope_token(&query.agent_id)];
+        if query.include_shared {
+            scopes.push("sharedpool".into());
+        }
+        let expression = format!(
+            "scope : ({}) AND ({})",
+            scopes.join(" OR "),
+            terms
+                .iter()
+                .map(|t| fts_quote(t))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        );
+        let rows = sqlx::query(
+            "SELECT m.id AS id, -bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts \
+             JOIN memories m ON m.rowid = memories_fts.rowid \
+             WHERE memories_fts MATCH ? AND m.status = 'active' \
+             ORDER BY bm25(memories_fts, 1.0, 0.0), m.id LIMIT ?",
+        )
+        .bind(expression)
+        .bind(query.limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(rows
+            .iter()
+            .map(|row| (MemoryId(row.get("id")), row.get::<f64, _>("score")))
+            .collect())
+    }
+
+    async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let at = format_time(&at);
+        for chunk in ids.chunks(500) {
+            let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new("UPDATE memories SET access_count = access_count + 1, last_accessed_at = max(last_accessed_at, ");
+            builder.push_bind(at.as_str()).push(") WHERE id IN (");
+            let mut separated = builder.separated(", ");
+            for id in chunk {
+                separated.push_bind(id.as_str());
+            }
+            builder.push(")");
+            builder
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        }
+        tx.commit().await.map_err(backend_error)
+    }
+
+    async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? ORDER BY id"
+        )))
+        .bind(agent.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(memory_from_row).collect()
+    }
+
+    async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT DISTINCT agent_id FROM memories ORDER BY agent_id")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend_error)?;
+        rows.iter().map(|(a,)| AgentId::parse(a)).collect()
+    }
+
+    async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
+        let row: Option<(Vec<u8>,)> =
+            sqlx::query_as("SELECT vector FROM memory_embeddings WHERE memory_id = ?")
+                .bind(id.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(backend_error)?;
+        Ok(row.map(|(blob,)| blob_to_vector(&blob)))
+    }
+
+    async fn embeddings_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<EmbeddingRecord>> {
+        let rows = sqlx::query(
+            "SELECT m.id, m.agent_id, m.memory_type, m.shared, e.vector FROM memories m \
+             JOIN memory_embeddings e ON e.memory_id = m.id \
+             WHERE m.status = 'active' AND m.id > ? ORDER BY m.id LIMIT ?",
+        )
+        .bind(after.map(|a| a.as_str()).unwrap_or(""))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter()
+            .map(|row| {
+                let agent: String = row.get("agent_id");
+                let memory_type: String = row.get("memory_type");
+                let blob: Vec<u8> = row.get("vector");
+                Ok(EmbeddingRecord {
+                    id: MemoryId(row.get("id")),
+                    agent_id: AgentId::parse(&agent)?,
+                    memory_type: MemoryType::parse("type", &memory_type)?,
+                    shared: row.get::<i64, _>("shared") != 0,
+                    vector: blob_to_vector(&blob),
+                })
+            })
+            .collect()
+    }
+
+    async fn count(&self) -> MemoryResult<u64> {
+        let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM memories")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(count as u64)
+    }
+
+    async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {
+        sqlx::query(
+            "INSERT OR REPLACE INTO consolidation_runs (id, agent_id, trigger, started_at, finished_at, processed, consolidated, \
+             forgotten, new_semantic, new_procedural, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&run.id)
+        .bind(run.agent_id.as_ref().map(|a| a.as_str()))
+        .bind(&run.trigger)
+        .bind(format_time(&run.started_at))
+        .bind(format_time(&run.finished_at))
+        .bind(i64::from(run.processed))
+        .bind(i64::from(run.consolidated))
+        .bind(i64::from(run.forgotten))
+        .bind(i64::from(run.new_semantic))
+        .bind(i64::from(run.new_procedural))
+        .bind(run.report.to_string())
+        .execute(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(())
+    }
+
+    async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>> {
+        let mut builder: QueryBuilder<Sqlite> =
+            QueryBuilder::new("SELECT * FROM consolidation_runs");
+        if let Some(agent) = agent {
+            builder.push(" WHERE agent_id = ").push_bind(agent.as_str());
+        }
+        builder
+            .push(" ORDER BY started_at DESC, id DESC LIMIT ")
+            .push_bind(limit as i64);
+        let rows = builder
+            .build()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        rows.iter()
+            .map(|row| {
+                let agent: Option<String> = row.get("agent_id");
+                let report: String = row.get("report");
+                Ok(ConsolidationRun {
+                    id: row.get("id"),
+                    agent_id: agent.as_deref().map(AgentId::parse).transpose()?,
+                    trigger: row.get("trigger"),
+                    started_at: parse_time(row.get("started_at"))?,
+                    finished_at: parse_time(row.get("finished_at"))?,
+                    processed: row.get::<i64, _>("processed") as u32,
+                    consolidated: row.get::<i64, _>("consolidated") as u32,
+                    forgotten: row.get::<i64, _>("forgotten") as u32,
+                    new_semantic: row.get::<i64, _>("new_semantic") as u32,
+                    new_procedural: row.get::<i64, _>("new_procedural") as u32,
+                    report: serde_json::from_str(&report).unwrap_or(serde_json::Value::Null),
+                })
+            })
+            .collect()
+    }
+
+    async fn flush(&self) -> MemoryResult<()> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl GraphStore for SqliteStore {
+    fn backend_name(&self) -> &'static str {
+        "sql"
+    }
+
+    async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association> {
+        sqlx::query(
+            "INSERT INTO associations (agent_id, from_id, to_id, relation, weight, created_at) VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (from_id, to_id, relation) DO UPDATE SET weight = excluded.weight",
+        )
+        .bind(edge.agent_id.as_str())
+        .bind(edge.from_id.as_str())
+        .bind(edge.to_id.as_str())
+        .bind(&edge.relation)
+        .bind(f64::from(edge.weight))
+        .bind(format_time(&edge.created_at))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+                MemoryError::not_found("one end of the association no longer exists")
+            }
+            _ => backend_error(e),
+        })?;
+        let row = sqlx::query(
+            "SELECT * FROM associations WHERE from_id = ? AND to_id = ? AND relation = ?",
+        )
+        .bind(edge.from_id.as_str())
+        .bind(edge.to_id.as_str())
+        .bind(&edge.relation)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        association_from_row(&row)
+    }
+
+    async fn edges_around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        depth: u32,
+        max_edges: usize,
+    ) -> MemoryResult<Vec<Association>> {
+        let mut frontier: Vec<String> = seeds.iter().map(|s| s.0.clone()).collect();
+        let mut visited: std::collections::HashSet<String> = frontier.iter().cloned().collect();
+        let mut seen_edges = std::collections::HashSet::new();
+        let mut edges = Vec::new();
+        for _ in 0..depth {
+            if frontier.is_empty() {
+                break;
+            }
+            let mut next = Vec::new();
+            for chunk in frontier.chunks(400) {
+                let mut builder: QueryBuilder<Sqlite> =
+                    QueryBuilder::new("SELECT * FROM associations WHERE agent_id = ");
+                builder.push_bind(agent.as_str()).push(" AND (from_id IN (");
+                let mut separated = builder.separated(", ");
+                for id in chunk {
+                    separated.push_bind(id.as_str());
+                }
+                builder.push(") OR to_id IN (");
+                let mut separated = builder.separated(", ");
+                for id in chunk {
+                    separated.push_bind(id.as_str());
+                }
+                builder.push("))");
+                let rows = builder
+                    .build()
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(backend_error)?;
+                for row in &rows {
+                    let edge = association_from_row(row)?;
+                    let key = (
+                        edge.from_id.0.clone(),
+                        edge.to_id.0.clone(),
+                        edge.relation.clone(),
+                    );
+                    if !seen_edges.insert(key) {
+                        continue;
+                    }
+                    for end in [&edge.from_id.0, &edge.to_id.0] {
+                        if visited.insert(end.clone()) {
+                            next.push(end.clone());
+                        }
+                    }
+                    edges.push(edge);
+                    if edges.len() >= max_edges {
+                        return Ok(edges);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        Ok(edges)
+    }
+
+    async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()> {
+        sqlx::query("DELETE FROM associations WHERE from_id = ? OR to_id = ?")
+            .bind(id.as_str())
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(())
+    }
+}
+
+fn association_from_row(row: &SqliteRow) -> MemoryResult<Association> {
+    let agent: String = row.get("agent_id");
+    Ok(Association {
+        agent_id: AgentId::parse(&agent)?,
+        from_id: MemoryId(row.get("from_id")),
+        to_id: MemoryId(row.get("to_id")),
+        relation: row.get("relation"),
+        weight: row.get::<f64, _>("weight") as f32,
+        created_at: parse_time(row.get("created_at"))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemos_actors::testing::memory_fixture;
+
+    async fn store() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        (SqliteStore::open(dir.path()).await.unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn round_trips_a_memory_and_its_embedding() {
+        let (store, _dir) = store().await;
+        let mut memory = memory_fixture(
+            "alice",
+            "The API rate limit is 1000 requests per minute",
+            Utc::now(),
+        );
+        memory.tags = vec!["api".into()];
+        memory.metadata = serde_json::json!({"k": [1, 2]});
+        memory.source = Some(SourceRef {
+            path: "src/a.rs".into(),
+            hash: "abc".into(),
+        });
+        store
+            .insert(&[StoredMemory {
+                memory: memory.clone(),
+                embedding: vec![0.5, -0.25],
+            }])
+            .await
+            .unwrap();
+        let loaded = store.get(&memory.id).await.unwrap().unwrap();
+        assert_eq!(loaded.content, memory.content);
+        assert_eq!(loaded.tags, memory.tags);
+        assert_eq!(loaded.metadata, memory.metadata);
+        assert_eq!(loaded.source, memory.source);
+        assert_eq!(
+            store.embedding(&memory.id).await.unwrap().unwrap(),
+            vec![0.5, -0.25]
+        );
+    }
+
+    #[tokio::test]
+    async fn keyword_search_stays_in_scope_and_ranks_matches() {
+        let (store, _dir) = store().await;
+        let now = Utc::now();
+        let alice = memory_fixture("alice", "deploy the service with cargo build", now);
+        let alice2 = memory_fixture("alice", "lunch was pasta", now);
+        let bob = memory_fixture("bob", "deploy checklist for the service", now);
+        let mut shared = memory_fixture("bob", "shared deploy guide", now);
+        shared.shared = true;
+        let records: Vec<StoredMemory> = [&alice, &alice2, &bob, &shared]
+            .iter()
+            .map(|m| StoredMemory {
+                memory: (*m).clone(),
+                embedding: vec![1.0],
+            })
+            .collect();
+        store.insert(&records).await.unwrap();
+        let search = |include_shared| KeywordQuery {
+            agent_id: AgentId::parse("alice").unwrap(),
+            include_shared,
+            text: "how do I deploy?".into(),
+            limit: 10,
+        };
+        let hits = store.keyword_search(&search(false)).await.unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.0.clone()).collect::<Vec<_>>(),
+            vec![alice.id.clone()]
+        );
+        let hits = store.keyword_search(&search(true)).await.unwrap();
+        assert_eq!(hits.len(), 2);
+        assert!(hits.iter().all(|h| h.0 != bob.id));
+    }
+
+    #[tokio::test]
+    async fn refuses_vectors_of_another_model() {
+        let (store, _dir) = store().await;
+        store
+            .check_embedding_model("builtin-hash-v1-256", 256)
+            .await
+            .unwrap();
+        store
+            .check_embedding_model("builtin-hash-v1-256", 256)
+            .await
+            .unwrap();
+        let error = store
+            .check_embedding_model("local-bert-384", 384)
+            .await
+            .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("embedding.provider"));
+        assert!(error.message.contains("384"));
+    }
+
+    #[tokio::test]
+    async fn deleting_a_memory_removes_its_edges() {
+        let (store, _dir) = store().await;
+        let now = Utc::now();
+        let a = memory_fixture("alice", "a", now);
+        let b = memory_fixture("alice", "b", now);
+        store
+            .insert(&[
+                StoredMemory {
+                    memory: a.clone(),
+                    embedding: vec![1.0],
+                },
+                StoredMemory {
+                    memory: b.clone(),
+                    embedding: vec![1.0],
+                },
+            ])
+            .await
+            .unwrap();
+        let edge = Association {
+            agent_id: a.agent_id.clone(),
+            from_id: a.id.clone(),
+            to_id: b.id.clone(),
+            relation: "related_to".into(),
+            weight: 0.7,
+            created_at: now,
+        };
+        store.upsert_edge(&edge).await.unwrap();
+        assert_eq!(
+            store
+                .edges_around(&a.agent_id, &[b.id.clone()], 1, 10)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(store.delete(&a.id).await.unwrap());
+        assert!(store
+            .edges_around(&a.agent_id, &[b.id.clone()], 1, 10)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+}
