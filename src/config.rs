@@ -228,6 +228,15 @@ impl Settings {
         Ok(settings)
     }
 
+    /// The compiled-in defaults alone (no files, no environment): a base for tests and tools.
+    pub fn defaults() -> Self {
+        Config::builder()
+            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .expect("config/default.toml deserializes into Settings")
+    }
+
     /// Check values the types alone cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
@@ -394,12 +403,7 @@ mod tests {
     use super::*;
 
     fn defaults() -> Settings {
-        Config::builder()
-            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
-            .build()
-            .unwrap()
-            .try_deserialize()
-            .unwrap()
+        Settings::defaults()
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn parse_evidence(values: &[Value]) -> Vec<String> {
         .iter()
         .filter_map(Value::as_str)
         .flat_map(|s| {
-            s.split(|c| c == ';' || c == ',')
+            s.split([';', ','])
                 .map(str::trim)
                 .map(str::to_string)
                 .collect::<Vec<_>>()

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
-use hnsw_rs::anndists::dist::DistDot;
+use hnsw_rs::anndists::dist::Distance;
 use hnsw_rs::hnsw::Hnsw;
 use mnemos_actors::model::{MemoryId, MemoryType};
 use mnemos_actors::store::memory::{merge_hits, FlatVectorIndex, PartitionKey};
@@ -20,7 +20,7 @@ use mnemos_actors::store::{EmbeddingRecord, VectorIndex, VectorQuery};
 /// One partition's graph and the bookkeeping hnsw_rs lacks.
 struct PartitionGraph {
     /// The graph; point ids are slots into `ids`.
-    graph: Hnsw<'static, f32, DistDot>,
+    graph: Hnsw<'static, f32, UnitDot>,
     /// Memory id per slot.
     ids: Vec<MemoryId>,
     /// Memory type per slot (for type filters).
@@ -34,7 +34,7 @@ struct PartitionGraph {
 impl PartitionGraph {
     fn build(entries: Vec<(MemoryId, MemoryType, Vec<f32>)>) -> Self {
         let capacity = (entries.len() * 2).max(1024);
-        let graph = Hnsw::new(16, capacity, 16, 200, DistDot);
+        let graph = Hnsw::new(16, capacity, 16, 200, UnitDot);
         let mut this = Self {
             graph,
             ids: Vec::new(),
@@ -91,7 +91,18 @@ impl PartitionGraph {
     }
 }
 
-/// DistDot needs unit vectors; an all-zero embedding (text with no words) stays exact-scan only.
+/// 1 − dot product of unit vectors, clamped at 0 (hnsw_rs's own `DistDot` panics on
+/// rounding that puts the dot product of two equal unit vectors a hair above 1).
+#[derive(Debug, Clone, Copy, Default)]
+struct UnitDot;
+
+impl Distance<f32> for UnitDot {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - mnemos_actors::embedding::dot(a, b)).max(0.0)
+    }
+}
+
+/// The graph's distance assumes unit vectors; an all-zero embedding (text with no words) stays exact-scan only.
 fn is_unit(vector: &[f32]) -> bool {
     let norm: f32 = vector.iter().map(|x| x * x).sum();
     (norm - 1.0).abs() < 1e-3

@@ -573,33 +573,4 @@ mod tests {
         );
         assert!(err.message.contains("model.safetensors"), "{}", err.message);
     }
-
-    #[test]
-    #[ignore = "benchmark; run with --ignored --nocapture"]
-    fn throughput() {
-        let Some(dir) = model_dir() else { return };
-        let started = Instant::now();
-        let embedder = LocalEmbedder::load(&dir).unwrap();
-        let load = started.elapsed();
-        let texts: Vec<String> = (0..256)
-            .map(|i| {
-                format!(
-                    "Memory {i}: the agent noted that the user prefers short answers about topic {}.",
-                    i % 17
-                )
-            })
-            .collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        embedder.embed_batch(&refs[..32]).unwrap();
-        let started = Instant::now();
-        embedder.embed_batch(&refs).unwrap();
-        let elapsed = started.elapsed();
-        eprintln!(
-            "{}: load {:?}; 256 texts in {:?} = {:.1} texts/s",
-            embedder.model_id(),
-            load,
-            elapsed,
-            256.0 / elapsed.as_secs_f64()
-        );
-    }
 }

@@ -103,11 +103,12 @@ where
                 } else {
                     path
                 };
-                let message = match inner.classify() {
-                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                        format!("the body is not valid JSON: {message}")
-                    }
-                    _ => format!("{field}: {message}"),
+                let (field, message) = match inner.classify() {
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => (
+                        "body".to_string(),
+                        format!("the body is not valid JSON: {message}"),
+                    ),
+                    _ => (field.clone(), format!("{field}: {message}")),
                 };
                 ApiError(MemoryError::invalid(field, message))
             })

@@ -890,7 +890,7 @@ mod tests {
         store.upsert_edge(&edge).await.unwrap();
         assert_eq!(
             store
-                .edges_around(&a.agent_id, &[b.id.clone()], 1, 10)
+                .edges_around(&a.agent_id, std::slice::from_ref(&b.id), 1, 10)
                 .await
                 .unwrap()
                 .len(),
@@ -898,7 +898,7 @@ mod tests {
         );
         assert!(store.delete(&a.id).await.unwrap());
         assert!(store
-            .edges_around(&a.agent_id, &[b.id.clone()], 1, 10)
+            .edges_around(&a.agent_id, std::slice::from_ref(&b.id), 1, 10)
             .await
             .unwrap()
             .is_empty());

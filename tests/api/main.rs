@@ -1,0 +1,8 @@
+//! The one integration test binary: a real server per test (random port, fresh data
+//! directory) driven over HTTP.
+
+mod errors;
+mod helpers;
+mod lifecycle;
+mod resources;
+mod tools;

@@ -1,0 +1,431 @@
+//! The tool routes of the contract.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remember_then_recall_finds_the_memory_with_both_retrievers() {
+    let app = spawn_app().await;
+    let stored = app
+        .remember(
+            "alice",
+            "The deploy script lives in ops/deploy.sh and needs AWS_PROFILE",
+            json!({"tags": ["ops"], "importance": 0.8}),
+        )
+        .await;
+    assert_eq!(stored["memory"]["agent_id"], "alice");
+    assert_eq!(stored["memory"]["type"], "episodic");
+    assert_eq!(stored["memory"]["status"], "active");
+    assert_eq!(stored["memory"]["importance"], 0.8);
+    assert_eq!(stored["routing"]["type"], "episodic");
+    assert!(stored["deduplicated_into"].is_null());
+    app.remember("alice", "Lunch was a bowl of ramen", json!({}))
+        .await;
+
+    let recalled = app
+        .recall("alice", "where is the deploy script?", json!({}))
+        .await;
+    let results = recalled["results"].as_array().unwrap();
+    assert_eq!(results[0]["memory"]["id"], stored["memory"]["id"]);
+    let matched: Vec<&str> = results[0]["matched_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        matched.contains(&"keyword") && matched.contains(&"vector"),
+        "{matched:?}"
+    );
+    assert!(results[0]["retention"].as_f64().unwrap() > 0.99);
+    assert!(recalled["took_ms"].as_f64().unwrap() >= 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_filters_by_type_and_tag_and_reports_debug_scores() {
+    let app = spawn_app().await;
+    app.remember(
+        "a",
+        "Rust ownership rules prevent data races",
+        json!({"type": "semantic", "tags": ["rust"]}),
+    )
+    .await;
+    app.remember(
+        "a",
+        "Yesterday I fixed a Rust data race in the cache",
+        json!({"type": "episodic", "tags": ["work"]}),
+    )
+    .await;
+    let semantic = app
+        .recall(
+            "a",
+            "rust data races",
+            json!({"type": ["semantic"], "debug": true}),
+        )
+        .await;
+    let results = semantic["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["memory"]["type"], "semantic");
+    assert!(results[0]["components"].is_object());
+    let tagged = app
+        .recall("a", "rust data races", json!({"tags": ["work"]}))
+        .await;
+    assert_eq!(tagged["results"].as_array().unwrap().len(), 1);
+    assert_eq!(tagged["results"][0]["memory"]["tags"][0], "work");
+    let single_type = app
+        .recall(
+            "a",
+            "rust data races",
+            json!({"type": "episodic", "limit": 1}),
+        )
+        .await;
+    assert_eq!(single_type["results"][0]["memory"]["type"], "episodic");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remember_batch_keeps_order_and_is_atomic_on_bad_input() {
+    let app = spawn_app().await;
+    let body = json!({"agent_id": "b", "memories": [
+        {"content": "first", "session_id": "s1"},
+        {"content": "second", "type": "procedural", "metadata": {"step": 2}},
+        {"content": "third", "occurred_at": "2023-05-08T13:56:00Z"}
+    ]});
+    let response = assert_status(
+        app.post("/tools/remember_batch", &body).await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let results = response["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["memory"]["content"], "first");
+    assert_eq!(results[0]["memory"]["session_id"], "s1");
+    assert_eq!(results[1]["memory"]["type"], "procedural");
+    assert_eq!(results[1]["memory"]["metadata"], json!({"step": 2}));
+    assert_eq!(results[2]["memory"]["occurred_at"], "2023-05-08T13:56:00Z");
+
+    let bad = json!({"agent_id": "b", "memories": [{"content": "ok"}, {"content": "bad", "importance": 7}]});
+    assert_error(
+        app.post("/tools/remember_batch", &bad).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("memories[1].importance"),
+    )
+    .await;
+    let listed = assert_status(app.get("/v1/memories?agent_id=b").await, StatusCode::OK).await;
+    assert_eq!(
+        listed["memories"].as_array().unwrap().len(),
+        3,
+        "nothing of the rejected batch was stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_are_isolated_unless_memories_are_shared() {
+    let app = spawn_app().await;
+    let private = app
+        .remember(
+            "alice",
+            "alice's secret launch codes for project falcon",
+            json!({}),
+        )
+        .await;
+    let shared = app
+        .remember(
+            "alice",
+            "team wiki: project falcon launches in June",
+            json!({"shared": true}),
+        )
+        .await;
+    let id = private["memory"]["id"].as_str().unwrap();
+
+    let bob = app.recall("bob", "project falcon launch", json!({})).await;
+    let ids: Vec<&str> = bob["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["memory"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![shared["memory"]["id"].as_str().unwrap()]);
+    let bob_private = app
+        .recall(
+            "bob",
+            "project falcon launch",
+            json!({"include_shared": false}),
+        )
+        .await;
+    assert!(bob_private["results"].as_array().unwrap().is_empty());
+
+    assert_error(
+        app.get(&format!("/v1/memories/{id}?agent_id=bob")).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        None,
+    )
+    .await;
+    assert_error(
+        app.patch(
+            &format!("/v1/memories/{id}?agent_id=bob"),
+            &json!({"content": "mine"}),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        None,
+    )
+    .await;
+    assert_error(
+        app.delete(&format!("/v1/memories/{id}?agent_id=bob")).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        None,
+    )
+    .await;
+    assert_error(
+        app.post("/tools/forget", &json!({"agent_id": "bob", "id": id}))
+            .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        None,
+    )
+    .await;
+    assert_error(
+        app.post(
+            "/tools/memory_history",
+            &json!({"agent_id": "bob", "id": id}),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        None,
+    )
+    .await;
+    let listed = assert_status(app.get("/v1/memories?agent_id=bob").await, StatusCode::OK).await;
+    assert!(listed["memories"].as_array().unwrap().is_empty());
+    assert_status(
+        app.get(&format!("/v1/memories/{id}?agent_id=alice")).await,
+        StatusCode::OK,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_archives_without_deleting_and_supports_dry_runs() {
+    let app = spawn_app().await;
+    let a = app
+        .remember("f", "the wifi password is hunter2", json!({}))
+        .await;
+    let b = app
+        .remember("f", "the office wifi is slow on fridays", json!({}))
+        .await;
+    let id_a = a["memory"]["id"].as_str().unwrap();
+
+    let dry = assert_status(
+        app.post(
+            "/tools/forget",
+            &json!({"agent_id": "f", "query": "wifi password", "dry_run": true}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(dry["dry_run"].as_bool().unwrap());
+    assert!(dry["forgotten"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v == id_a));
+    assert_eq!(
+        app.recall("f", "wifi", json!({})).await["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "a dry run changes nothing"
+    );
+
+    let done = assert_status(
+        app.post("/tools/forget", &json!({"agent_id": "f", "id": id_a}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(done["forgotten"], json!([id_a]));
+    let after = app.recall("f", "wifi password", json!({})).await;
+    let ids: Vec<&str> = after["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["memory"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![b["memory"]["id"].as_str().unwrap()]);
+    let kept = assert_status(
+        app.get(&format!("/v1/memories/{id_a}")).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(kept["status"], "archived");
+    let history = assert_status(
+        app.get(&format!("/v1/memories/{id_a}/history")).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(history["versions"][0]["reason"], "forget");
+    assert_eq!(history["versions"][0]["status"], "active");
+    // Forgetting again is a no-op.
+    let again = assert_status(
+        app.post("/tools/forget", &json!({"agent_id": "f", "id": id_a}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(again["forgotten"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn associations_drive_spreading_activation() {
+    let app = spawn_app().await;
+    let mut ids = Vec::new();
+    for content in ["coffee", "morning routine", "alarm clock", "unrelated note"] {
+        ids.push(
+            app.remember("g", content, json!({})).await["memory"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let edge = assert_status(
+        app.post("/tools/associate", &json!({"agent_id": "g", "from_id": ids[0], "to_id": ids[1], "relation": "part_of", "weight": 0.9})).await,
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_eq!(edge["relation"], "part_of");
+    assert_eq!(edge["weight"], 0.9);
+    assert_status(
+        app.post(
+            "/tools/associate",
+            &json!({"agent_id": "g", "from_id": ids[1], "to_id": ids[2]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+
+    let spread = assert_status(
+        app.post(
+            "/tools/spreading_activation",
+            &json!({"agent_id": "g", "seed_id": ids[0]}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    let results = spread["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["memory"]["id"], ids[1].as_str());
+    assert_eq!(results[1]["memory"]["id"], ids[2].as_str());
+    assert!(
+        results[0]["activation"].as_f64().unwrap() > results[1]["activation"].as_f64().unwrap()
+    );
+    assert_eq!(results[1]["path"], json!([ids[0], ids[1], ids[2]]));
+    let shallow = assert_status(
+        app.post(
+            "/tools/spreading_activation",
+            &json!({"agent_id": "g", "seed_id": ids[0], "depth": 1}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(shallow["results"].as_array().unwrap().len(), 1);
+
+    let other = app.remember("h", "someone else's memory", json!({})).await;
+    let other_id = other["memory"]["id"].as_str().unwrap();
+    assert_error(
+        app.post(
+            "/tools/associate",
+            &json!({"agent_id": "g", "from_id": ids[0], "to_id": other_id}),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        Some("to_id"),
+    )
+    .await;
+    assert_error(
+        app.post(
+            "/tools/associate",
+            &json!({"agent_id": "g", "from_id": ids[0], "to_id": ids[0]}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("to_id"),
+    )
+    .await;
+    assert_error(
+        app.post(
+            "/tools/associate",
+            &json!({"agent_id": "g", "from_id": ids[0], "to_id": ids[3], "weight": 1.5}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("weight"),
+    )
+    .await;
+    assert_error(
+        app.post(
+            "/tools/spreading_activation",
+            &json!({"agent_id": "g", "seed_id": ids[0], "depth": 9}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("depth"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflect_and_consolidate_report_on_the_agent() {
+    let app = spawn_app().await;
+    app.remember("r", "one", json!({"tags": ["x", "y"]})).await;
+    app.remember("r", "two", json!({"tags": ["x"], "type": "semantic"}))
+        .await;
+    let stats = assert_status(
+        app.post("/tools/reflect", &json!({"agent_id": "r"})).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(stats["total"], 2);
+    assert_eq!(stats["by_type"]["episodic"], 1);
+    assert_eq!(stats["by_type"]["semantic"], 1);
+    assert_eq!(stats["by_status"]["active"], 2);
+    assert_eq!(stats["top_tags"][0], json!({"tag": "x", "count": 2}));
+    assert!(stats["mean_retention"].as_f64().unwrap() > 0.99);
+
+    let run = assert_status(
+        app.post("/tools/consolidate", &json!({"agent_id": "r"}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(run["agent_id"], "r");
+    assert_eq!(run["trigger"], "manual");
+    assert_eq!(run["processed"], 1, "one episodic candidate");
+    assert_eq!(run["forgotten"], 0, "fresh memories are never forgotten");
+    let runs = assert_status(
+        app.get("/v1/cognition/runs?agent_id=r").await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(runs["runs"][0]["id"], run["id"]);
+    let none = assert_status(
+        app.get("/v1/cognition/runs?agent_id=nobody").await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(none["runs"].as_array().unwrap().is_empty());
+}
