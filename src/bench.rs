@@ -284,6 +284,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
                 tags: vec![],
                 include_shared: true,
                 debug: false,
+                time_range: None,
             })
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;

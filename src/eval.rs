@@ -405,6 +405,7 @@ async fn evaluate_in(settings: &Settings, samples: &[Sample]) -> anyhow::Result<
                     tags: vec![],
                     include_shared: false,
                     debug: false,
+                    time_range: None,
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", question.text, e.message))?;

@@ -270,6 +270,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                     tags: vec![],
                     include_shared: true,
                     debug: false,
+                    time_range: None,
                 })
                 .await
                 .map_err(user_error)?;
@@ -320,6 +321,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 tag: None,
                 limit,
                 cursor: cursor.map(MemoryId),
+                occurred: None,
             };
             let (memories, next) = runtime.list(query).await.map_err(user_error)?;
             let response = ListResponse {

@@ -31,6 +31,7 @@ use crate::policy::consolidation::ForgetPolicy;
 use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::stats::{agent_stats, AgentStats};
+use crate::policy::time::TimeRange;
 use crate::store::{
     EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex,
     VectorQuery, WorkingItem, WorkingStore,
@@ -219,6 +220,8 @@ pub struct RecallInput {
     pub include_shared: bool,
     /// Return per-retriever scores.
     pub debug: bool,
+    /// Only memories that occurred in this range (a resolved `time_query`).
+    pub time_range: Option<TimeRange>,
 }
 
 /// One recalled memory.
@@ -766,7 +769,12 @@ impl Runtime {
             ));
         }
         validate_tags(&input.tags, limits, "tags")?;
-        let fetch = (limit * 3 + 20).min(1000);
+        // A time filter discards out-of-range candidates afterwards, so fetch deeper.
+        let fetch = if input.time_range.is_some() {
+            (limit * 10 + 100).min(2000)
+        } else {
+            (limit * 3 + 20).min(1000)
+        };
         let vector_query = VectorQuery {
             agent_id: input.agent_id.clone(),
             include_shared: input.include_shared,
@@ -779,8 +787,18 @@ impl Runtime {
             include_shared: input.include_shared,
             text: input.query.clone(),
             limit: fetch,
+            occurred: input.time_range,
         };
-        let (vector_hits, keyword_hits) = tokio::join!(
+        let time_query = input.time_range.map(|range| ListQuery {
+            agent_id: Some(input.agent_id.clone()),
+            memory_type: None,
+            status: Some(MemoryStatus::Active),
+            tag: None,
+            limit: fetch,
+            cursor: None,
+            occurred: Some(range),
+        });
+        let (vector_hits, keyword_hits, time_hits) = tokio::join!(
             self.ask(
                 ChildKind::Vectors,
                 |c| c.vectors.clone(),
@@ -798,6 +816,22 @@ impl Runtime {
                     reply,
                 }
             ),
+            async {
+                match &time_query {
+                    Some(query) => {
+                        self.ask(
+                            ChildKind::Episodic,
+                            |c| c.episodic.clone(),
+                            |reply| EpisodicMsg::List {
+                                query: query.clone(),
+                                reply,
+                            },
+                        )
+                        .await
+                    }
+                    None => Ok(Vec::new()),
+                }
+            },
         );
         let lists = vec![
             RankedList {
@@ -812,6 +846,12 @@ impl Runtime {
                 retriever: Retriever::Keyword,
                 weight: 1.0,
                 hits: keyword_hits?,
+            },
+            // The most recent memories of the range, so a query with no matching words still finds them.
+            RankedList {
+                retriever: Retriever::Time,
+                weight: 0.5,
+                hits: time_hits?.into_iter().map(|m| (m.id, 1.0)).collect(),
             },
         ];
         let fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
@@ -828,8 +868,13 @@ impl Runtime {
             .await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         let now = self.now();
-        let max_fused =
-            lists.iter().map(|l| l.weight).sum::<f64>() / (self.inner.config.rrf_k + 1.0);
+        // The best possible fused score (rank 1 everywhere), to put relevance on 0..1.
+        let max_fused = lists
+            .iter()
+            .filter(|l| l.retriever != Retriever::Time || input.time_range.is_some())
+            .map(|l| l.weight)
+            .sum::<f64>()
+            / (self.inner.config.rrf_k + 1.0);
         let mut hits: Vec<RecallHit> = fused
             .iter()
             .filter_map(|hit| {
@@ -839,7 +884,10 @@ impl Runtime {
                 let wanted = memory.status == MemoryStatus::Active
                     && (input.types.is_empty() || input.types.contains(&memory.memory_type))
                     && (input.tags.is_empty()
-                        || memory.tags.iter().any(|t| input.tags.contains(t)));
+                        || memory.tags.iter().any(|t| input.tags.contains(t)))
+                    && input
+                        .time_range
+                        .is_none_or(|r| r.contains(memory.occurred_at));
                 if !visible || !wanted {
                     return None;
                 }
@@ -860,7 +908,15 @@ impl Runtime {
                     memory: memory.clone(),
                     score,
                     retention,
-                    matched_by: hit.matched_by.iter().map(|r| r.as_str()).collect(),
+                    matched_by: {
+                        let mut matched: Vec<&'static str> =
+                            hit.matched_by.iter().map(|r| r.as_str()).collect();
+                        if input.time_range.is_some() && !hit.matched_by.contains(&Retriever::Time)
+                        {
+                            matched.push(Retriever::Time.as_str());
+                        }
+                        matched
+                    },
                     components: input.debug.then(|| {
                         hit.components
                             .iter()
@@ -1099,6 +1155,7 @@ impl Runtime {
                     include_shared: false,
                     text,
                     limit,
+                    occurred: None,
                 };
                 self.ask(
                     ChildKind::Episodic,

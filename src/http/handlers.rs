@@ -72,13 +72,15 @@ pub async fn recall(
     ApiJson(body): ApiJson<RecallBody>,
 ) -> ApiResult<Json<RecallResponse>> {
     let agent = agent(&body.agent_id)?;
-    if body.time_query.is_some() {
-        return Err(MemoryError::invalid(
-            "time_query",
-            "time_query is not supported by this server version yet; leave it out and filter by occurred_at yourself",
-        )
-        .into());
-    }
+    let now = body.now.unwrap_or_else(|| state.runtime.now());
+    let time_range = body
+        .time_query
+        .as_deref()
+        .map(|q| {
+            mnemos_actors::policy::time::parse_time_query(q, now)
+                .map_err(|message| MemoryError::invalid("time_query", message))
+        })
+        .transpose()?;
     let types = body
         .types
         .map(|t| t.0)
@@ -102,6 +104,7 @@ pub async fn recall(
             tags: body.tags.unwrap_or_default(),
             include_shared: body.include_shared.unwrap_or(true),
             debug: body.debug.unwrap_or(false),
+            time_range,
         })
         .await?;
     metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
@@ -266,6 +269,7 @@ pub async fn list_memories(
         tag: params.tag,
         limit: params.limit.unwrap_or(50),
         cursor: params.cursor.map(MemoryId),
+        occurred: None,
     };
     let (memories, next) = state.runtime.list(query).await?;
     Ok(Json(ListResponse {

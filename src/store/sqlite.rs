@@ -323,9 +323,20 @@ impl MemoryStore for SqliteStore {
         if let Some(cursor) = &query.cursor {
             builder.push(" AND id < ").push_bind(cursor.as_str());
         }
-        builder
-            .push(" ORDER BY id DESC LIMIT ")
-            .push_bind(query.limit as i64);
+        match &query.occurred {
+            Some(range) => {
+                builder
+                    .push(" AND occurred_at >= ")
+                    .push_bind(format_time(&range.start))
+                    .push(" AND occurred_at < ")
+                    .push_bind(format_time(&range.end))
+                    .push(" ORDER BY occurred_at DESC, id DESC LIMIT ");
+            }
+            None => {
+                builder.push(" ORDER BY id DESC LIMIT ");
+            }
+        }
+        builder.push_bind(query.limit as i64);
         let rows = builder
             .build()
             .fetch_all(&self.pool)
@@ -469,13 +480,20 @@ impl MemoryStore for SqliteStore {
                 .collect::<Vec<_>>()
                 .join(" OR ")
         );
+        // Without a range the bounds cover every RFC 3339 timestamp.
+        let (from, to) = match &query.occurred {
+            Some(range) => (format_time(&range.start), format_time(&range.end)),
+            None => (String::new(), "~".to_string()),
+        };
         let rows = sqlx::query(
             "SELECT m.id AS id, -bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts \
              JOIN memories m ON m.rowid = memories_fts.rowid \
-             WHERE memories_fts MATCH ? AND m.status = 'active' \
+             WHERE memories_fts MATCH ? AND m.status = 'active' AND m.occurred_at >= ? AND m.occurred_at < ? \
              ORDER BY bm25(memories_fts, 1.0, 0.0), m.id LIMIT ?",
         )
         .bind(expression)
+        .bind(from)
+        .bind(to)
         .bind(query.limit as i64)
         .fetch_all(&self.pool)
         .await
@@ -830,6 +848,7 @@ mod tests {
             include_shared,
             text: "how do I deploy?".into(),
             limit: 10,
+            occurred: None,
         };
         let hits = store.keyword_search(&search(false)).await.unwrap();
         assert_eq!(

@@ -134,8 +134,13 @@ async fn recall_and_tools_reject_out_of_range_values() {
         ),
         (
             "/tools/recall",
-            json!({"agent_id": "a", "query": "x", "time_query": "last week"}),
+            json!({"agent_id": "a", "query": "x", "time_query": "when pigs fly"}),
             "time_query",
+        ),
+        (
+            "/tools/recall",
+            json!({"agent_id": "a", "query": "x", "time_query": "last week", "now": "tuesday"}),
+            "now",
         ),
         ("/tools/forget", json!({"agent_id": "a"}), "id"),
         (

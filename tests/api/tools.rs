@@ -429,3 +429,65 @@ async fn reflect_and_consolidate_report_on_the_agent() {
     .await;
     assert!(none["runs"].as_array().unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_queries_restrict_recall_to_the_range_relative_to_now() {
+    let app = spawn_app().await;
+    let may = app
+        .remember(
+            "t",
+            "We discussed the pricing page redesign",
+            json!({"occurred_at": "2023-05-08T13:56:00Z"}),
+        )
+        .await;
+    let june = app
+        .remember(
+            "t",
+            "We discussed the pricing experiment results",
+            json!({"occurred_at": "2023-06-20T09:00:00Z"}),
+        )
+        .await;
+    let in_may = app
+        .recall("t", "pricing", json!({"time_query": "in May 2023"}))
+        .await;
+    let results = in_may["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["memory"]["id"], may["memory"]["id"]);
+    assert!(results[0]["matched_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m == "time"));
+
+    // Relative forms resolve against the request's `now` (replayed histories work).
+    let last_week = app
+        .recall(
+            "t",
+            "what did we talk about",
+            json!({"time_query": "last week", "now": "2023-06-26T10:00:00Z"}),
+        )
+        .await;
+    let results = last_week["results"].as_array().unwrap();
+    assert_eq!(
+        results.len(),
+        1,
+        "found by time alone, with no shared words"
+    );
+    assert_eq!(results[0]["memory"]["id"], june["memory"]["id"]);
+    let empty = app
+        .recall(
+            "t",
+            "pricing",
+            json!({"time_query": "yesterday", "now": "2024-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert!(empty["results"].as_array().unwrap().is_empty());
+    let both = app
+        .recall(
+            "t",
+            "pricing",
+            json!({"time_query": "between 2023-05-01 and 2023-06-30"}),
+        )
+        .await;
+    assert_eq!(both["results"].as_array().unwrap().len(), 2);
+}

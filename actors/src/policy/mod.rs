@@ -6,3 +6,4 @@ pub mod consolidation;
 pub mod fusion;
 pub mod retention;
 pub mod stats;
+pub mod time;

@@ -149,9 +149,20 @@ impl MemoryStore for InMemoryMemoryStore {
             .filter(|m| query.memory_type.is_none_or(|t| m.memory_type == t))
             .filter(|m| query.status.is_none_or(|s| m.status == s))
             .filter(|m| query.tag.as_ref().is_none_or(|t| m.tags.contains(t)))
-            .take(query.limit)
+            .filter(|m| query.occurred.is_none_or(|r| r.contains(m.occurred_at)))
             .cloned()
-            .collect())
+            .collect::<Vec<_>>())
+        .map(|mut found: Vec<Memory>| {
+            if query.occurred.is_some() {
+                found.sort_by(|a, b| {
+                    b.occurred_at
+                        .cmp(&a.occurred_at)
+                        .then_with(|| b.id.cmp(&a.id))
+                });
+            }
+            found.truncate(query.limit);
+            found
+        })
     }
 
     async fn update(
@@ -199,6 +210,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .map(|r| &r.memory)
             .filter(|m| m.status == MemoryStatus::Active)
             .filter(|m| m.agent_id == query.agent_id || (query.include_shared && m.shared))
+            .filter(|m| query.occurred.is_none_or(|r| r.contains(m.occurred_at)))
             .collect();
         let documents: Vec<Vec<String>> = candidates
             .iter()

@@ -41,6 +41,8 @@ pub struct ListQuery {
     pub limit: usize,
     /// Return memories with ids strictly below this one (the previous page's last id).
     pub cursor: Option<MemoryId>,
+    /// Only memories that occurred in this range, newest occurrence first (instead of newest id first).
+    pub occurred: Option<crate::policy::time::TimeRange>,
 }
 
 /// A keyword (BM25) search within one agent's scope.
@@ -52,6 +54,8 @@ pub struct KeywordQuery {
     pub include_shared: bool,
     /// Query text (terms are extracted by the store).
     pub text: String,
+    /// Only memories that occurred in this range.
+    pub occurred: Option<crate::policy::time::TimeRange>,
     /// Maximum hits.
     pub limit: usize,
 }

@@ -1,0 +1,342 @@
+//! Time queries: resolve `today`, `last week`, `in May 2023`, `between … and …` and
+//! friends to a half-open range `[start, end)` over `occurred_at`, relative to a given
+//! `now` (pure; weeks start on Monday; all in UTC).
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
+
+/// A half-open time range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    /// Inclusive start.
+    pub start: DateTime<Utc>,
+    /// Exclusive end.
+    pub end: DateTime<Utc>,
+}
+
+impl TimeRange {
+    /// True when `at` lies in the range.
+    pub fn contains(&self, at: DateTime<Utc>) -> bool {
+        at >= self.start && at < self.end
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+fn month_number(word: &str) -> Option<u32> {
+    let word = word.trim_end_matches(['.', ',']);
+    MONTHS
+        .iter()
+        .position(|m| *m == word || (word.len() >= 3 && m.starts_with(word)))
+        .map(|i| i as u32 + 1)
+}
+
+fn midnight(date: NaiveDate) -> DateTime<Utc> {
+    Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).expect("midnight exists"))
+}
+
+fn month_start(year: i32, month: u32) -> Option<NaiveDate> {
+    NaiveDate::from_ymd_opt(year, month, 1)
+}
+
+fn next_month(date: NaiveDate) -> Option<NaiveDate> {
+    if date.month() == 12 {
+        NaiveDate::from_ymd_opt(date.year() + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(date.year(), date.month() + 1, 1)
+    }
+}
+
+fn add_months(date: NaiveDate, months: i32) -> Option<NaiveDate> {
+    let total = date.year() * 12 + date.month() as i32 - 1 + months;
+    let (year, month) = (total.div_euclid(12), total.rem_euclid(12) as u32 + 1);
+    let last_day = next_month(NaiveDate::from_ymd_opt(year, month, 1)?)?
+        .pred_opt()?
+        .day();
+    NaiveDate::from_ymd_opt(year, month, date.day().min(last_day))
+}
+
+/// A date or month named in text: `2023-05-08`, `8 May 2023`, `May 8, 2023`, `May 2023`, `2023`.
+/// Returns the range the expression covers (a day, a month or a year).
+pub fn parse_date_span(text: &str) -> Option<TimeRange> {
+    let text = text.trim().trim_end_matches(['.', '?', '!']).to_lowercase();
+    if let Ok(date) = NaiveDate::parse_from_str(&text, "%Y-%m-%d") {
+        return Some(TimeRange {
+            start: midnight(date),
+            end: midnight(date.succ_opt()?),
+        });
+    }
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let number = |w: &str| {
+        w.trim_end_matches(|c: char| c.is_alphabetic() && !w.chars().all(char::is_alphabetic))
+            .parse::<u32>()
+            .ok()
+    };
+    let year_of = |w: &str| w.parse::<i32>().ok().filter(|y| (1000..=9999).contains(y));
+    match words.as_slice() {
+        [year] => {
+            let year = year_of(year)?;
+            Some(TimeRange {
+                start: midnight(NaiveDate::from_ymd_opt(year, 1, 1)?),
+                end: midnight(NaiveDate::from_ymd_opt(year + 1, 1, 1)?),
+            })
+        }
+        [month, year] => {
+            let start = month_start(year_of(year)?, month_number(month)?)?;
+            Some(TimeRange {
+                start: midnight(start),
+                end: midnight(next_month(start)?),
+            })
+        }
+        [a, b, year] => {
+            let year = year_of(year)?;
+            let (day, month) = match (number(a), month_number(b)) {
+                (Some(day), Some(month)) => (day, month),
+                _ => (number(b)?, month_number(a)?),
+            };
+            let date = NaiveDate::from_ymd_opt(year, month, day)?;
+            Some(TimeRange {
+                start: midnight(date),
+                end: midnight(date.succ_opt()?),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Resolve a time query relative to `now`. The error says which forms are understood.
+pub fn parse_time_query(query: &str, now: DateTime<Utc>) -> Result<TimeRange, String> {
+    let text = query.trim().to_lowercase();
+    let today = now.date_naive();
+    let day = |date: NaiveDate| midnight(date);
+    let week_start = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
+    let range = |start: DateTime<Utc>, end: DateTime<Utc>| Some(TimeRange { start, end });
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let resolved = match words.as_slice() {
+        ["today"] => range(day(today), day(today + Duration::days(1))),
+        ["yesterday"] => range(day(today - Duration::days(1)), day(today)),
+        ["this", "week"] => range(day(week_start), day(week_start + Duration::days(7))),
+        ["last", "week"] => range(day(week_start - Duration::days(7)), day(week_start)),
+        ["this", "month"] => {
+            let start = month_start(today.year(), today.month()).ok_or("bad date")?;
+            range(day(start), day(next_month(start).ok_or("bad date")?))
+        }
+        ["last", "month"] => {
+            let this = month_start(today.year(), today.month()).ok_or("bad date")?;
+            range(day(add_months(this, -1).ok_or("bad date")?), day(this))
+        }
+        ["this", "year"] => parse_date_span(&today.year().to_string()),
+        ["last", "year"] => parse_date_span(&(today.year() - 1).to_string()),
+        ["last" | "past", count, unit] | ["in", "the", "last" | "past", count, unit] => {
+            let count: i64 = count
+                .parse()
+                .map_err(|_| format!("{count:?} is not a number in {query:?}"))?;
+            if count <= 0 || count > 100_000 {
+                return Err(format!(
+                    "the count in {query:?} must be between 1 and 100000"
+                ));
+            }
+            let start = match unit.trim_end_matches('s') {
+                "minute" => now - Duration::minutes(count),
+                "hour" => now - Duration::hours(count),
+                "day" => now - Duration::days(count),
+                "week" => now - Duration::weeks(count),
+                "month" => {
+                    let date = add_months(today, -(count as i32)).ok_or("date out of range")?;
+                    Utc.from_utc_datetime(&date.and_time(now.time()))
+                }
+                "year" => {
+                    let date = add_months(today, -(count as i32) * 12).ok_or("date out of range")?;
+                    Utc.from_utc_datetime(&date.and_time(now.time()))
+                }
+                other => return Err(format!("unknown unit {other:?} in {query:?}; use minutes, hours, days, weeks, months or years")),
+            };
+            range(start, now + Duration::seconds(1))
+        }
+        ["since", rest @ ..] => {
+            let span = parse_date_span(&rest.join(" "))
+                .ok_or_else(|| format!("cannot read the date in {query:?}"))?;
+            range(span.start, now.max(span.start) + Duration::seconds(1))
+        }
+        ["before", rest @ ..] => {
+            let span = parse_date_span(&rest.join(" "))
+                .ok_or_else(|| format!("cannot read the date in {query:?}"))?;
+            range(DateTime::<Utc>::MIN_UTC, span.start)
+        }
+        ["in" | "on" | "during", rest @ ..] => parse_date_span(&rest.join(" ")),
+        ["between", rest @ ..] => {
+            let joined = rest.join(" ");
+            let (from, to) = joined
+                .split_once(" and ")
+                .ok_or_else(|| format!("{query:?} needs the form \"between <date> and <date>\""))?;
+            let from =
+                parse_date_span(from).ok_or_else(|| format!("cannot read the date {from:?}"))?;
+            let to = parse_date_span(to).ok_or_else(|| format!("cannot read the date {to:?}"))?;
+            if to.end <= from.start {
+                return Err(format!(
+                    "in {query:?} the second date comes before the first"
+                ));
+            }
+            range(from.start, to.end)
+        }
+        _ => parse_date_span(&text),
+    };
+    resolved.ok_or_else(|| {
+        format!(
+            "cannot understand time_query {query:?}; use today, yesterday, this/last week|month|year, last N days|weeks|months, \
+             past N hours, since <date>, in <Month> <year>, between <date> and <date>, or a date like 2023-05-08"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn check(query: &str, now: &str, start: &str, end: &str) {
+        let range = parse_time_query(query, at(now)).unwrap();
+        assert_eq!(
+            (range.start, range.end),
+            (at(start), at(end)),
+            "{query} at {now}"
+        );
+    }
+
+    #[test]
+    fn relative_days_and_weeks() {
+        check(
+            "today",
+            "2024-03-01T10:00:00Z",
+            "2024-03-01T00:00:00Z",
+            "2024-03-02T00:00:00Z",
+        );
+        check(
+            "yesterday",
+            "2024-03-01T10:00:00Z",
+            "2024-02-29T00:00:00Z",
+            "2024-03-01T00:00:00Z",
+        );
+        // 2024-03-04 is a Monday: "last week" is the whole previous Monday..Sunday.
+        check(
+            "last week",
+            "2024-03-04T08:00:00Z",
+            "2024-02-26T00:00:00Z",
+            "2024-03-04T00:00:00Z",
+        );
+        check(
+            "this week",
+            "2024-03-10T23:00:00Z",
+            "2024-03-04T00:00:00Z",
+            "2024-03-11T00:00:00Z",
+        );
+        check(
+            "past 3 hours",
+            "2024-03-01T10:00:00Z",
+            "2024-03-01T07:00:00Z",
+            "2024-03-01T10:00:01Z",
+        );
+        check(
+            "last 2 days",
+            "2024-03-01T10:00:00Z",
+            "2024-02-28T10:00:00Z",
+            "2024-03-01T10:00:01Z",
+        );
+    }
+
+    #[test]
+    fn months_handle_boundaries_and_leap_years() {
+        check(
+            "last month",
+            "2024-03-31T12:00:00Z",
+            "2024-02-01T00:00:00Z",
+            "2024-03-01T00:00:00Z",
+        );
+        check(
+            "last month",
+            "2024-01-15T12:00:00Z",
+            "2023-12-01T00:00:00Z",
+            "2024-01-01T00:00:00Z",
+        );
+        check(
+            "last 1 month",
+            "2024-03-31T12:00:00Z",
+            "2024-02-29T12:00:00Z",
+            "2024-03-31T12:00:01Z",
+        );
+        check(
+            "in February 2024",
+            "2030-01-01T00:00:00Z",
+            "2024-02-01T00:00:00Z",
+            "2024-03-01T00:00:00Z",
+        );
+        check(
+            "in May 2023",
+            "2030-01-01T00:00:00Z",
+            "2023-05-01T00:00:00Z",
+            "2023-06-01T00:00:00Z",
+        );
+        check(
+            "in dec 2023",
+            "2030-01-01T00:00:00Z",
+            "2023-12-01T00:00:00Z",
+            "2024-01-01T00:00:00Z",
+        );
+    }
+
+    #[test]
+    fn absolute_forms() {
+        check(
+            "since 2023-05-08",
+            "2023-06-01T00:00:00Z",
+            "2023-05-08T00:00:00Z",
+            "2023-06-01T00:00:01Z",
+        );
+        check(
+            "between 8 May 2023 and 10 May 2023",
+            "2030-01-01T00:00:00Z",
+            "2023-05-08T00:00:00Z",
+            "2023-05-11T00:00:00Z",
+        );
+        check(
+            "on May 8, 2023",
+            "2030-01-01T00:00:00Z",
+            "2023-05-08T00:00:00Z",
+            "2023-05-09T00:00:00Z",
+        );
+        check(
+            "2023",
+            "2030-01-01T00:00:00Z",
+            "2023-01-01T00:00:00Z",
+            "2024-01-01T00:00:00Z",
+        );
+    }
+
+    #[test]
+    fn nonsense_is_an_error_that_lists_the_forms() {
+        let error = parse_time_query("when the moon is full", Utc::now()).unwrap_err();
+        assert!(error.contains("last N days"));
+        assert!(parse_time_query("between 2023-05-10 and 2023-05-01", Utc::now()).is_err());
+        assert!(parse_time_query("last 0 days", Utc::now()).is_err());
+        assert!(parse_time_query("last 3 fortnights", Utc::now()).is_err());
+        assert!(parse_date_span("31 February 2023").is_none());
+    }
+}
