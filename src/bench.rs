@@ -62,6 +62,8 @@ pub struct BenchReport {
     pub recall_p95_ms: f64,
     /// Recall latency p99, ms.
     pub recall_p99_ms: f64,
+    /// Mean time per recall stage (stages overlap: vector, keyword and time run in parallel), ms.
+    pub recall_stage_mean_ms: std::collections::BTreeMap<String, f64>,
     /// Time to reopen the data directory and serve (index rebuilt from stored vectors), ms.
     pub ready_after_restart_ms: f64,
     /// Peak resident set size of the process, MiB.
@@ -271,10 +273,11 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
 
     let progress = bar(args.queries, "recall");
     let mut recall_latencies = Vec::with_capacity(args.queries);
+    let mut stage_totals: std::collections::BTreeMap<&'static str, f64> = Default::default();
     for n in 0..args.queries {
         let query = text.sentence(3, 8);
         let started = Instant::now();
-        runtime
+        let outcome = runtime
             .recall(RecallInput {
                 agent_id: agents[n % agents.len()].clone(),
                 query,
@@ -289,6 +292,9 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;
         recall_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        for (stage, ms) in outcome.timings_ms {
+            *stage_totals.entry(stage).or_insert(0.0) += ms;
+        }
         progress.inc(1);
     }
     progress.finish();
@@ -298,6 +304,10 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         .index
         .map(|i| i.model)
         .unwrap_or_default();
+    let recall_stage_mean_ms = stage_totals
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v / args.queries as f64))
+        .collect();
     services.close().await?;
 
     let started = Instant::now();
@@ -329,6 +339,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         recall_p50_ms: percentile(&recall_latencies, 50.0),
         recall_p95_ms: percentile(&recall_latencies, 95.0),
         recall_p99_ms: percentile(&recall_latencies, 99.0),
+        recall_stage_mean_ms,
         ready_after_restart_ms: ready.as_secs_f64() * 1000.0,
         peak_rss_mib: peak_rss_mib(),
     })

@@ -274,10 +274,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 })
                 .await
                 .map_err(user_error)?;
-            let response = RecallResponse {
-                results: outcome.hits.into_iter().map(Into::into).collect(),
-                took_ms: outcome.took_ms,
-            };
+            let response = RecallResponse::from_outcome(outcome, false);
             print(json, &response, |r| {
                 let mut out: Vec<String> = r
                     .results

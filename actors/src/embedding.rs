@@ -14,6 +14,11 @@ pub trait Embedder: Send + Sync + 'static {
     fn dimension(&self) -> usize;
     /// Embed a batch of texts, one vector per text, in order.
     fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>>;
+    /// True when splitting a large batch across threads speeds it up (a model that
+    /// already uses every core for one batch says false).
+    fn parallel_batches(&self) -> bool {
+        false
+    }
     /// Embed one text.
     fn embed(&self, text: &str) -> MemoryResult<Vec<f32>> {
         let mut vectors = self.embed_batch(&[text])?;
@@ -59,8 +64,7 @@ impl BuiltinEmbedder {
         }
     }
 
-    fn add_feature(&self, vector: &mut [f32], feature: &[u8], weight: f32) {
-        let hash = fnv1a(feature);
+    fn add_feature(&self, vector: &mut [f32], hash: u64, weight: f32) {
         let bucket = (hash % self.dimension as u64) as usize;
         let sign = if (hash >> 63) & 1 == 0 { 1.0 } else { -1.0 };
         vector[bucket] += sign * weight;
@@ -73,22 +77,34 @@ impl BuiltinEmbedder {
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
             .collect();
+        // Reused per word: the characters of "^word$" (no allocation per feature).
+        let mut padded: Vec<char> = Vec::with_capacity(32);
         for (index, word) in words.iter().enumerate() {
             let weight = if crate::text::is_stopword(word) {
                 0.2
             } else {
                 1.0
             };
-            self.add_feature(&mut vector, word.as_bytes(), weight);
+            self.add_feature(&mut vector, fnv1a(FNV_OFFSET, word.as_bytes()), weight);
             if let Some(next) = words.get(index + 1) {
-                let bigram = format!("{word} {next}");
-                self.add_feature(&mut vector, bigram.as_bytes(), 0.5 * weight);
+                let hash = fnv1a(
+                    fnv1a(fnv1a(FNV_OFFSET, word.as_bytes()), b" "),
+                    next.as_bytes(),
+                );
+                self.add_feature(&mut vector, hash, 0.5 * weight);
             }
-            let padded: Vec<char> = format!("^{word}$").chars().collect();
+            padded.clear();
+            padded.push('^');
+            padded.extend(word.chars());
+            padded.push('$');
             if padded.len() > 4 {
                 for window in padded.windows(3) {
-                    let trigram: String = window.iter().collect();
-                    self.add_feature(&mut vector, trigram.as_bytes(), 0.25 * weight);
+                    let mut hash = FNV_OFFSET;
+                    for c in window {
+                        let mut buffer = [0u8; 4];
+                        hash = fnv1a(hash, c.encode_utf8(&mut buffer).as_bytes());
+                    }
+                    self.add_feature(&mut vector, hash, 0.25 * weight);
                 }
             }
         }
@@ -107,11 +123,17 @@ impl Embedder for BuiltinEmbedder {
     fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
         Ok(texts.iter().map(|text| self.embed_one(text)).collect())
     }
+    fn parallel_batches(&self) -> bool {
+        true
+    }
 }
 
-/// 64-bit FNV-1a; stable across platforms and releases (unlike `DefaultHasher`).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a offset basis.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// 64-bit FNV-1a continued from `hash` over `bytes`; stable across platforms and
+/// releases (unlike `DefaultHasher`), and chainable so features hash without allocating.
+fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
     for byte in bytes {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);

@@ -246,6 +246,15 @@ pub struct RecallOutcome {
     pub hits: Vec<RecallHit>,
     /// Server-side time spent.
     pub took_ms: f64,
+    /// Time per stage (vector, keyword, time, fetch), in milliseconds.
+    pub timings_ms: Vec<(&'static str, f64)>,
+}
+
+/// Await `work` and measure it in milliseconds.
+async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, f64) {
+    let started = Instant::now();
+    let output = work.await;
+    (output, started.elapsed().as_secs_f64() * 1000.0)
 }
 
 /// What to forget.
@@ -798,8 +807,8 @@ impl Runtime {
             cursor: None,
             occurred: Some(range),
         });
-        let (vector_hits, keyword_hits, time_hits) = tokio::join!(
-            self.ask(
+        let ((vector_hits, vector_ms), (keyword_hits, keyword_ms), (time_hits, time_ms)) = tokio::join!(
+            timed(self.ask(
                 ChildKind::Vectors,
                 |c| c.vectors.clone(),
                 |reply| VectorsMsg::Search {
@@ -807,16 +816,16 @@ impl Runtime {
                     query: vector_query.clone(),
                     reply,
                 }
-            ),
-            self.ask(
+            )),
+            timed(self.ask(
                 ChildKind::Episodic,
                 |c| c.episodic.clone(),
                 |reply| EpisodicMsg::KeywordSearch {
                     query: keyword_query.clone(),
                     reply,
                 }
-            ),
-            async {
+            )),
+            timed(async {
                 match &time_query {
                     Some(query) => {
                         self.ask(
@@ -831,7 +840,7 @@ impl Runtime {
                     }
                     None => Ok(Vec::new()),
                 }
-            },
+            }),
         );
         let lists = vec![
             RankedList {
@@ -854,18 +863,20 @@ impl Runtime {
                 hits: time_hits?.into_iter().map(|m| (m.id, 1.0)).collect(),
             },
         ];
-        let fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
+        let mut fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
+        // Only the best candidates are worth reading back; filters rarely drop many of them.
+        fused.truncate(fetch);
         let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
-        let memories = self
-            .ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::GetMany {
-                    ids: ids.clone(),
-                    reply,
-                },
-            )
-            .await?;
+        let (memories, fetch_ms) = timed(self.ask(
+            ChildKind::Episodic,
+            |c| c.episodic.clone(),
+            |reply| EpisodicMsg::GetMany {
+                ids: ids.clone(),
+                reply,
+            },
+        ))
+        .await;
+        let memories = memories?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         let now = self.now();
         // The best possible fused score (rank 1 everywhere), to put relevance on 0..1.
@@ -944,6 +955,12 @@ impl Runtime {
         Ok(RecallOutcome {
             hits,
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
+            timings_ms: vec![
+                ("vector", vector_ms),
+                ("keyword", keyword_ms),
+                ("time", time_ms),
+                ("fetch", fetch_ms),
+            ],
         })
     }
 

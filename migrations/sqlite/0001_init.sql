@@ -77,27 +77,15 @@ CREATE TABLE store_meta (
     value TEXT NOT NULL
 );
 
--- Keyword index. `scope` holds a token per visibility scope ("a<hex of agent id>", and
--- "sharedpool" for shared memories) so that a search stays inside its scope through
--- the index itself instead of filtering afterwards.
+-- Keyword index over active memories. The store writes `terms` itself: every search
+-- term of the title and content prefixed with a short hash of the agent ("a" + 8 hex
+-- digits), plus a "sharedpol" copy for shared memories. Posting lists are therefore
+-- per agent: a search reads only its own agent's (and the shared pool's) postings,
+-- and BM25's idf is computed within the agent's own memories.
 CREATE VIRTUAL TABLE memories_fts USING fts5 (
-    content,
-    scope,
+    terms,
     tokenize = 'unicode61 remove_diacritics 2'
 );
-
-CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, content, scope)
-    VALUES (NEW.rowid, coalesce(NEW.title || ' ', '') || NEW.content,
-            'a' || lower(hex(NEW.agent_id)) || CASE WHEN NEW.shared THEN ' sharedpool' ELSE '' END);
-END;
-
-CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, title, shared ON memories BEGIN
-    DELETE FROM memories_fts WHERE rowid = OLD.rowid;
-    INSERT INTO memories_fts (rowid, content, scope)
-    VALUES (NEW.rowid, coalesce(NEW.title || ' ', '') || NEW.content,
-            'a' || lower(hex(NEW.agent_id)) || CASE WHEN NEW.shared THEN ' sharedpool' ELSE '' END);
-END;
 
 CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = OLD.rowid;

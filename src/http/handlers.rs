@@ -73,6 +73,7 @@ pub async fn recall(
 ) -> ApiResult<Json<RecallResponse>> {
     let agent = agent(&body.agent_id)?;
     let now = body.now.unwrap_or_else(|| state.runtime.now());
+    let debug = body.debug.unwrap_or(false);
     let time_range = body
         .time_query
         .as_deref()
@@ -103,15 +104,12 @@ pub async fn recall(
             session_id,
             tags: body.tags.unwrap_or_default(),
             include_shared: body.include_shared.unwrap_or(true),
-            debug: body.debug.unwrap_or(false),
+            debug,
             time_range,
         })
         .await?;
     metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
-    Ok(Json(RecallResponse {
-        results: outcome.hits.into_iter().map(Into::into).collect(),
-        took_ms: outcome.took_ms,
-    }))
+    Ok(Json(RecallResponse::from_outcome(outcome, debug)))
 }
 
 /// Link two memories.

@@ -11,7 +11,7 @@ use mnemos_actors::model::{
     MemoryVersion, SessionId, SourceRef,
 };
 use mnemos_actors::policy::stats::AgentStats;
-use mnemos_actors::runtime::{RecallHit, RememberInput, RememberOutcome, Routing};
+use mnemos_actors::runtime::{RecallHit, RecallOutcome, RememberInput, RememberOutcome, Routing};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
@@ -380,6 +380,26 @@ pub struct RecallResponse {
     pub results: Vec<RecallResult>,
     /// Server-side time.
     pub took_ms: f64,
+    /// Time per stage (debug only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings_ms: Option<BTreeMap<String, f64>>,
+}
+
+impl RecallResponse {
+    /// The wire answer; per-stage timings only when debugging.
+    pub fn from_outcome(outcome: RecallOutcome, debug: bool) -> Self {
+        Self {
+            results: outcome.hits.into_iter().map(Into::into).collect(),
+            took_ms: outcome.took_ms,
+            timings_ms: debug.then(|| {
+                outcome
+                    .timings_ms
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            }),
+        }
+    }
 }
 
 /// `POST /tools/associate`.

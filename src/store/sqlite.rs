@@ -120,10 +120,43 @@ fn fts_quote(term: &str) -> String {
     format!("\"{}\"", term.replace('"', "\"\""))
 }
 
-/// The scope token of an agent in the FTS `scope` column.
-fn agent_scope_token(agent: &AgentId) -> String {
-    let hex: String = agent.as_str().bytes().map(|b| format!("{b:02x}")).collect();
-    format!("a{hex}")
+/// Prefix of the shared pool's copies of search terms (not a possible agent prefix: those start with `a`).
+const SHARED_TERM_PREFIX: &str = "sharedpol";
+
+/// Prefix of an agent's search terms: `a` + 8 hex digits of a stable hash of the id.
+/// A collision only merges two agents' posting lists; searches still filter by agent.
+fn agent_term_prefix(agent: &AgentId) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in agent.as_str().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("a{:08x}", hash as u32)
+}
+
+/// The FTS row of a memory: its title and content terms under its agent's prefix,
+/// and again under the shared prefix when the memory is shared.
+fn fts_terms(memory: &Memory) -> String {
+    let text = match &memory.title {
+        Some(title) => format!("{title} {}", memory.content),
+        None => memory.content.clone(),
+    };
+    let terms = search_terms(&text);
+    let prefix = agent_term_prefix(&memory.agent_id);
+    let mut out = String::with_capacity(text.len() * 2);
+    for term in &terms {
+        out.push_str(&prefix);
+        out.push_str(term);
+        out.push(' ');
+    }
+    if memory.shared {
+        for term in &terms {
+            out.push_str(SHARED_TERM_PREFIX);
+            out.push_str(term);
+            out.push(' ');
+        }
+    }
+    out
 }
 
 impl SqliteStore {
@@ -143,7 +176,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
-            .pragma("cache_size", "-32000")
+            .pragma("cache_size", "-8000")
             .pragma("temp_store", "memory");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -217,10 +250,30 @@ impl MemoryStore for SqliteStore {
 
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
         let mut tx = self.pool.begin().await.map_err(backend_error)?;
-        for chunk in records.chunks(200) {
-            let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
-                "INSERT OR IGNORE INTO memories ({MEMORY_COLUMNS}) "
-            ));
+        // Ids already stored (a retried request) are skipped whole: nothing of theirs is written twice.
+        let mut existing = std::collections::HashSet::new();
+        for chunk in records.chunks(500) {
+            let mut builder: QueryBuilder<Sqlite> =
+                QueryBuilder::new("SELECT id FROM memories WHERE id IN (");
+            let mut separated = builder.separated(", ");
+            for record in chunk {
+                separated.push_bind(record.memory.id.as_str());
+            }
+            builder.push(")");
+            let rows: Vec<(String,)> = builder
+                .build_query_as()
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+            existing.extend(rows.into_iter().map(|(id,)| id));
+        }
+        let fresh: Vec<&StoredMemory> = records
+            .iter()
+            .filter(|r| !existing.contains(r.memory.id.as_str()))
+            .collect();
+        for chunk in fresh.chunks(200) {
+            let mut builder: QueryBuilder<Sqlite> =
+                QueryBuilder::new(format!("INSERT INTO memories ({MEMORY_COLUMNS}) "));
             builder.push_values(chunk, |mut row, record| {
                 let m = &record.memory;
                 row.push_bind(m.id.as_str())
@@ -252,7 +305,7 @@ impl MemoryStore for SqliteStore {
                 .await
                 .map_err(backend_error)?;
             let mut builder: QueryBuilder<Sqlite> =
-                QueryBuilder::new("INSERT OR IGNORE INTO memory_embeddings (memory_id, vector) ");
+                QueryBuilder::new("INSERT INTO memory_embeddings (memory_id, vector) ");
             builder.push_values(chunk, |mut row, record| {
                 row.push_bind(record.memory.id.as_str())
                     .push_bind(vector_to_blob(&record.embedding));
@@ -262,6 +315,25 @@ impl MemoryStore for SqliteStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(backend_error)?;
+            let active: Vec<&&StoredMemory> = chunk
+                .iter()
+                .filter(|r| r.memory.status == MemoryStatus::Active)
+                .collect();
+            if !active.is_empty() {
+                let mut builder: QueryBuilder<Sqlite> =
+                    QueryBuilder::new("INSERT INTO memories_fts (rowid, terms) ");
+                builder.push_values(active, |mut row, record| {
+                    row.push("(SELECT rowid FROM memories WHERE id = ")
+                        .push_bind_unseparated(record.memory.id.as_str())
+                        .push_unseparated(")")
+                        .push_bind(fts_terms(&record.memory));
+                });
+                builder
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(backend_error)?;
+            }
         }
         tx.commit().await.map_err(backend_error)
     }
@@ -412,6 +484,21 @@ impl MemoryStore for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(backend_error)?;
+        sqlx::query(
+            "DELETE FROM memories_fts WHERE rowid = (SELECT rowid FROM memories WHERE id = ?)",
+        )
+        .bind(next.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        if next.status == MemoryStatus::Active {
+            sqlx::query("INSERT INTO memories_fts (rowid, terms) VALUES ((SELECT rowid FROM memories WHERE id = ?), ?)")
+                .bind(next.id.as_str())
+                .bind(fts_terms(next))
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        }
         if let Some(embedding) = embedding {
             sqlx::query(
                 "INSERT OR REPLACE INTO memory_embeddings (memory_id, vector) VALUES (?, ?)",
@@ -467,31 +554,33 @@ impl MemoryStore for SqliteStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let mut scopes = vec![agent_scope_token(&query.agent_id)];
+        let prefix = agent_term_prefix(&query.agent_id);
+        let mut phrases: Vec<String> = terms
+            .iter()
+            .map(|t| fts_quote(&format!("{prefix}{t}")))
+            .collect();
         if query.include_shared {
-            scopes.push("sharedpool".into());
+            phrases.extend(
+                terms
+                    .iter()
+                    .map(|t| fts_quote(&format!("{SHARED_TERM_PREFIX}{t}"))),
+            );
         }
-        let expression = format!(
-            "scope : ({}) AND ({})",
-            scopes.join(" OR "),
-            terms
-                .iter()
-                .map(|t| fts_quote(t))
-                .collect::<Vec<_>>()
-                .join(" OR ")
-        );
         // Without a range the bounds cover every RFC 3339 timestamp.
         let (from, to) = match &query.occurred {
             Some(range) => (format_time(&range.start), format_time(&range.end)),
             None => (String::new(), "~".to_string()),
         };
         let rows = sqlx::query(
-            "SELECT m.id AS id, -bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts \
+            "SELECT m.id AS id, -bm25(memories_fts) AS score FROM memories_fts \
              JOIN memories m ON m.rowid = memories_fts.rowid \
-             WHERE memories_fts MATCH ? AND m.status = 'active' AND m.occurred_at >= ? AND m.occurred_at < ? \
-             ORDER BY bm25(memories_fts, 1.0, 0.0), m.id LIMIT ?",
+             WHERE memories_fts MATCH ? AND (m.agent_id = ? OR (? AND m.shared = 1)) AND m.status = 'active' \
+             AND m.occurred_at >= ? AND m.occurred_at < ? \
+             ORDER BY bm25(memories_fts), m.id LIMIT ?",
         )
-        .bind(expression)
+        .bind(phrases.join(" OR "))
+        .bind(query.agent_id.as_str())
+        .bind(query.include_shared)
         .bind(from)
         .bind(to)
         .bind(query.limit as i64)

@@ -85,6 +85,36 @@ pub struct VectorsState {
 /// The vector actor.
 pub struct VectorsActor;
 
+/// Embed on blocking threads; a large batch of a cheap embedder is split across cores.
+async fn embed_on_blocking_threads(
+    embedder: Arc<dyn Embedder>,
+    texts: Vec<String>,
+) -> MemoryResult<Vec<Vec<f32>>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = if embedder.parallel_batches() && texts.len() >= 128 {
+        texts.len().div_ceil(workers)
+    } else {
+        texts.len().max(1)
+    };
+    let mut tasks = Vec::new();
+    for part in texts.chunks(chunk) {
+        let part = part.to_vec();
+        let embedder = embedder.clone();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = part.iter().map(String::as_str).collect();
+            embedder.embed_batch(&refs)
+        }));
+    }
+    let mut vectors = Vec::with_capacity(texts.len());
+    for task in tasks {
+        let part = task
+            .await
+            .map_err(|e| MemoryError::internal(format!("embedding task failed: {e}")))??;
+        vectors.extend(part);
+    }
+    Ok(vectors)
+}
+
 /// Rebuild `index` from every active embedding in `store`; returns the number indexed.
 pub async fn rebuild_index(
     store: &dyn MemoryStore,
@@ -153,15 +183,7 @@ impl Actor for VectorsActor {
             VectorsMsg::Embed { texts, reply } => {
                 let embedder = state.embedder.clone();
                 tokio::spawn(async move {
-                    let result = tokio::task::spawn_blocking(move || {
-                        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                        embedder.embed_batch(&refs)
-                    })
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(MemoryError::internal(format!("embedding task failed: {e}")))
-                    });
-                    let _ = reply.send(result);
+                    let _ = reply.send(embed_on_blocking_threads(embedder, texts).await);
                 });
             }
             VectorsMsg::Search {
