@@ -571,9 +571,10 @@ impl MemoryStore for SqliteStore {
             Some(range) => (format_time(&range.start), format_time(&range.end)),
             None => (String::new(), "~".to_string()),
         };
+        // CROSS JOIN fixes the join order: the (small, per-agent) FTS matches drive, never a scan of memories.
         let rows = sqlx::query(
             "SELECT m.id AS id, -bm25(memories_fts) AS score FROM memories_fts \
-             JOIN memories m ON m.rowid = memories_fts.rowid \
+             CROSS JOIN memories m ON m.rowid = memories_fts.rowid \
              WHERE memories_fts MATCH ? AND (m.agent_id = ? OR (? AND m.shared = 1)) AND m.status = 'active' \
              AND m.occurred_at >= ? AND m.occurred_at < ? \
              ORDER BY bm25(memories_fts), m.id LIMIT ?",
