@@ -49,6 +49,7 @@ impl Services {
             )),
             embedder,
             clock: Arc::new(SystemClock),
+            arbiter: None,
         };
         let runtime = Runtime::start(parts, settings.runtime_config())
             .await

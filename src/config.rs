@@ -36,6 +36,10 @@ pub struct Settings {
     pub memory: MemorySettings,
     /// Retention curve.
     pub retention: RetentionSettings,
+    /// Deduplication.
+    pub dedup: DedupSettings,
+    /// Contradiction detection.
+    pub contradiction: ContradictionSettings,
     /// Sleep-cycle schedule.
     pub cognition: CognitionConfig,
     /// Archival schedule.
@@ -132,6 +136,22 @@ pub struct MemorySettings {
 pub struct RetentionSettings {
     /// k of the retention curve.
     pub scale_days: f64,
+}
+
+/// `[dedup]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DedupSettings {
+    /// Near-duplicate cosine threshold.
+    pub threshold: f32,
+}
+
+/// `[contradiction]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContradictionSettings {
+    /// Lowest similarity of a vector candidate.
+    pub min_similarity: f32,
 }
 
 /// `[cognition]`.
@@ -321,6 +341,17 @@ impl Settings {
         if !(0.0..=1.0).contains(&self.memory.default_importance) {
             return Err(bad("memory.default_importance", "must be between 0 and 1"));
         }
+        if !(0.5..=1.0).contains(&self.dedup.threshold) {
+            return Err(bad("dedup.threshold", "must be between 0.5 and 1"));
+        }
+        if !(0.0..1.0).contains(&self.contradiction.min_similarity)
+            || self.contradiction.min_similarity >= self.dedup.threshold
+        {
+            return Err(bad(
+                "contradiction.min_similarity",
+                "must be in 0..1 and below dedup.threshold",
+            ));
+        }
         if !(self.retention.scale_days > 0.0 && self.retention.scale_days.is_finite()) {
             return Err(bad(
                 "retention.scale_days",
@@ -394,6 +425,9 @@ impl Settings {
             touch_flush_interval: Duration::from_secs(1),
             default_importance: self.memory.default_importance,
             rrf_k: 60.0,
+            dedup_threshold: self.dedup.threshold,
+            contradiction_min_similarity: self.contradiction.min_similarity,
+            arbiter_timeout: Duration::from_secs(2),
         }
     }
 }

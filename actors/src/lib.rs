@@ -10,6 +10,7 @@
 //! except through a trait object it was given ([`clock::Clock`], the stores).
 
 pub mod actors;
+pub mod arbiter;
 pub mod clock;
 pub mod embedding;
 pub mod error;

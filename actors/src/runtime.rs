@@ -27,6 +27,7 @@ use crate::model::{
     MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
 };
 use crate::policy::activation::spread;
+use crate::policy::consistency::normalized_hash;
 use crate::policy::consolidation::ForgetPolicy;
 use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
@@ -94,6 +95,12 @@ pub struct RuntimeConfig {
     pub default_importance: f32,
     /// RRF constant k.
     pub rrf_k: f64,
+    /// Cosine similarity at or above which a new memory of the same type is a near-duplicate.
+    pub dedup_threshold: f32,
+    /// Similarity from which a semantic/procedural memory is checked for contradiction.
+    pub contradiction_min_similarity: f32,
+    /// Hard timeout of an arbiter call.
+    pub arbiter_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -113,6 +120,9 @@ impl Default for RuntimeConfig {
             touch_flush_interval: Duration::from_secs(1),
             default_importance: 0.5,
             rrf_k: 60.0,
+            dedup_threshold: 0.92,
+            contradiction_min_similarity: 0.6,
+            arbiter_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -132,6 +142,8 @@ pub struct RuntimeParts {
     pub embedder: Arc<dyn Embedder>,
     /// Time source.
     pub clock: Arc<dyn Clock>,
+    /// Model consulted when routing or contradiction rules are unsure (None: rules only).
+    pub arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
 }
 
 impl RuntimeParts {
@@ -145,6 +157,7 @@ impl RuntimeParts {
             working: Arc::new(InMemoryWorkingStore::new(32, 3600)),
             embedder: Arc::new(crate::embedding::BuiltinEmbedder::new(256)),
             clock: Arc::new(crate::clock::SystemClock),
+            arbiter: None,
         }
     }
 }
@@ -316,6 +329,8 @@ struct RuntimeInner {
     clock: Arc<dyn Clock>,
     /// Backend names for health.
     backends: (&'static str, &'static str, &'static str),
+    /// Model consulted when the rules are unsure.
+    arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
 }
 
 impl Runtime {
@@ -367,6 +382,7 @@ impl Runtime {
                 supervisor,
                 config: config.clone(),
                 clock: parts.clock.clone(),
+                arbiter: parts.arbiter.clone(),
                 backends: (
                     parts.memories.backend_name(),
                     parts.graph.backend_name(),
@@ -593,23 +609,64 @@ impl Runtime {
         Ok(())
     }
 
+    /// Decide the type: an explicit type wins; otherwise the rules, and the arbiter when they are unsure.
+    async fn route(&self, input: &RememberInput) -> (Routing, Option<f32>, Option<f32>) {
+        if let Some(memory_type) = input.memory_type {
+            return (
+                Routing {
+                    memory_type,
+                    reason: "explicit type given by the caller".into(),
+                },
+                input.valence,
+                input.arousal,
+            );
+        }
+        let decision = crate::policy::routing::route(&input.content);
+        let mut routing = Routing {
+            memory_type: decision.memory_type,
+            reason: decision.reason,
+        };
+        if decision.ambiguous {
+            if let Some(arbiter) = &self.inner.arbiter {
+                let asked = tokio::time::timeout(
+                    self.inner.config.arbiter_timeout,
+                    arbiter.route(&input.content, &MemoryType::ALL),
+                )
+                .await;
+                match asked {
+                    Ok(Some(memory_type)) => {
+                        routing = Routing {
+                            memory_type,
+                            reason: format!(
+                                "arbiter chose {} where the rules were unsure",
+                                memory_type.as_str()
+                            ),
+                        };
+                    }
+                    Ok(None) => {}
+                    Err(_) => tracing::warn!("routing arbiter timed out; the rules decide"),
+                }
+            }
+        }
+        let affective = routing.memory_type == MemoryType::Affective;
+        let valence = input
+            .valence
+            .or(if affective { decision.valence } else { None });
+        let arousal = input
+            .arousal
+            .or(if affective { decision.arousal } else { None });
+        (routing, valence, arousal)
+    }
+
     fn build_memory(
         &self,
         agent: &AgentId,
         input: RememberInput,
+        routing: &Routing,
+        affect: (Option<f32>, Option<f32>),
         now: DateTime<Utc>,
-    ) -> (Memory, Routing) {
-        let routing = match input.memory_type {
-            Some(memory_type) => Routing {
-                memory_type,
-                reason: "explicit type given by the caller".into(),
-            },
-            None => Routing {
-                memory_type: MemoryType::Episodic,
-                reason: "default: no type given".into(),
-            },
-        };
-        let memory = Memory {
+    ) -> Memory {
+        Memory {
             id: MemoryId::generate(),
             agent_id: agent.clone(),
             memory_type: routing.memory_type,
@@ -626,15 +683,14 @@ impl Runtime {
             last_accessed_at: now,
             access_count: 0,
             consolidation_level: 0.0,
-            valence: input.valence,
-            arousal: input.arousal,
+            valence: affect.0,
+            arousal: affect.1,
             status: MemoryStatus::Active,
             shared: input.shared,
             metadata: input.metadata.unwrap_or_else(|| serde_json::json!({})),
             source: input.source,
             version: 1,
-        };
-        (memory, routing)
+        }
     }
 
     /// Remember one memory.
@@ -690,68 +746,366 @@ impl Runtime {
             self.validate_input(input, &prefix)?;
         }
         let now = self.now();
-        let built: Vec<(Memory, Routing)> = inputs
-            .into_iter()
-            .map(|input| self.build_memory(agent, input, now))
-            .collect();
-        let embeddings = self
-            .embed(built.iter().map(|(m, _)| embedding_text(m)).collect())
-            .await?;
-        let records: Vec<StoredMemory> = built
+        let mut built: Vec<(Memory, Routing)> = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            let (routing, valence, arousal) = self.route(&input).await;
+            built.push((
+                self.build_memory(agent, input, &routing, (valence, arousal), now),
+                routing,
+            ));
+        }
+
+        // Exact duplicates: of a stored memory, or of an earlier item of this batch.
+        let hashes: Vec<String> = built
             .iter()
-            .zip(embeddings)
-            .map(|((memory, _), embedding)| StoredMemory {
-                memory: memory.clone(),
-                embedding,
+            .map(|(m, _)| normalized_hash(&m.content))
+            .collect();
+        let stored = self
+            .ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::FindByContentHash {
+                    agent: agent.clone(),
+                    hashes: hashes.clone(),
+                    reply,
+                },
+            )
+            .await?;
+        let stored_by_hash: HashMap<&str, &MemoryId> =
+            stored.iter().map(|(h, m)| (h.as_str(), &m.id)).collect();
+        let mut duplicate_of: Vec<Option<MemoryId>> = vec![None; built.len()];
+        let mut first_in_batch: HashMap<&str, usize> = HashMap::new();
+        for (index, hash) in hashes.iter().enumerate() {
+            if let Some(id) = stored_by_hash.get(hash.as_str()) {
+                duplicate_of[index] = Some((*id).clone());
+            } else if let Some(first) = first_in_batch.get(hash.as_str()) {
+                duplicate_of[index] = Some(built[*first].0.id.clone());
+            } else {
+                first_in_batch.insert(hash, index);
+            }
+        }
+
+        // Embed what is new, then look for near-duplicates and contradiction candidates.
+        let fresh: Vec<usize> = (0..built.len())
+            .filter(|i| duplicate_of[*i].is_none())
+            .collect();
+        let embeddings = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            self.embed(fresh.iter().map(|i| embedding_text(&built[*i].0)).collect())
+                .await?
+        };
+        let queries: Vec<VectorQuery> = fresh
+            .iter()
+            .zip(&embeddings)
+            .map(|(i, vector)| {
+                let memory_type = built[*i].0.memory_type;
+                let types = if is_knowledge(memory_type) {
+                    vec![MemoryType::Semantic, MemoryType::Procedural]
+                } else {
+                    vec![memory_type]
+                };
+                VectorQuery {
+                    agent_id: agent.clone(),
+                    include_shared: false,
+                    types,
+                    vector: vector.clone(),
+                    limit: 5,
+                }
             })
             .collect();
+        let neighbours = if queries.is_empty() {
+            Vec::new()
+        } else {
+            self.ask(
+                ChildKind::Vectors,
+                |c| c.vectors.clone(),
+                |reply| VectorsMsg::SearchMany {
+                    queries: queries.clone(),
+                    reply,
+                },
+            )
+            .await?
+        };
+        let threshold = self.inner.config.dedup_threshold;
+        // A near-duplicate must have the same type; read the types of the close hits.
+        let close: Vec<MemoryId> = neighbours
+            .iter()
+            .flatten()
+            .filter(|(_, s)| *s >= threshold)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let close_types: HashMap<MemoryId, MemoryType> = self
+            .get_many(&close)
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m.memory_type))
+            .collect();
+        let mut records = Vec::new();
+        let mut contradiction_checks: Vec<(usize, Vec<MemoryId>)> = Vec::new();
+        for ((index, embedding), hits) in fresh.iter().zip(embeddings).zip(&neighbours) {
+            let memory = &built[*index].0;
+            let near = hits.iter().find(|(id, similarity)| {
+                *similarity >= threshold && close_types.get(id) == Some(&memory.memory_type)
+            });
+            if let Some((id, _)) = near {
+                duplicate_of[*index] = Some(id.clone());
+                continue;
+            }
+            if is_knowledge(memory.memory_type) {
+                let band: Vec<MemoryId> = hits
+                    .iter()
+                    .filter(|(_, similarity)| {
+                        *similarity >= self.inner.config.contradiction_min_similarity
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                contradiction_checks.push((*index, band));
+            }
+            records.push(StoredMemory {
+                memory: memory.clone(),
+                embedding,
+            });
+        }
+        contradiction_checks.retain(|(index, _)| duplicate_of[*index].is_none());
+        let superseded = self
+            .find_contradictions(agent, &built, &contradiction_checks)
+            .await?;
+
+        if !records.is_empty() {
+            self.ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::Insert {
+                    records: records.clone(),
+                    reply,
+                },
+            )
+            .await?;
+            let entries: Vec<EmbeddingRecord> = records
+                .iter()
+                .map(|r| embedding_record(&r.memory, r.embedding.clone()))
+                .collect();
+            self.project_vectors(entries, Vec::new()).await;
+        }
+        for record in &records {
+            self.push_working(agent, &record.memory, now).await;
+        }
+
+        // Contradicted knowledge is superseded (kept, with history), never deleted.
+        let mut superseded_by: HashMap<usize, Vec<MemoryId>> = HashMap::new();
+        for (index, old_id, why) in superseded {
+            let patch = MemoryPatch {
+                status: Some(MemoryStatus::Superseded),
+                ..Default::default()
+            };
+            match self
+                .change(Some(agent), &old_id, patch, "conflict_replace")
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(old = %old_id, new = %built[index].0.id, reason = %why, "memory superseded");
+                    let edge = Association {
+                        agent_id: agent.clone(),
+                        from_id: built[index].0.id.clone(),
+                        to_id: old_id.clone(),
+                        relation: "supersedes".into(),
+                        weight: 1.0,
+                        created_at: now,
+                    };
+                    if let Err(error) = self
+                        .ask(
+                            ChildKind::Graph,
+                            |c| c.graph.clone(),
+                            |reply| GraphMsg::Upsert {
+                                edge: edge.clone(),
+                                reply,
+                            },
+                        )
+                        .await
+                    {
+                        tracing::warn!(%error, "supersedes edge not recorded");
+                    }
+                    superseded_by.entry(index).or_default().push(old_id);
+                }
+                // Already changed by someone else: leave it.
+                Err(error)
+                    if error.code == crate::error::ErrorCode::Conflict
+                        || error.code == crate::error::ErrorCode::NotFound => {}
+                Err(error) => return Err(error),
+            }
+        }
+
+        // Deduplication counts as an access of the memory it lands on.
+        let mut targets: Vec<MemoryId> = duplicate_of.iter().flatten().cloned().collect();
+        targets.sort();
+        targets.dedup();
+        targets.retain(|id| {
+            !built
+                .iter()
+                .any(|(m, _)| m.id == *id && records.iter().any(|r| r.memory.id == *id))
+        });
+        let mut existing: HashMap<MemoryId, Memory> = HashMap::new();
+        if !targets.is_empty() {
+            self.ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::TouchNow {
+                    ids: targets.clone(),
+                    at: now,
+                    reply,
+                },
+            )
+            .await?;
+            existing = self
+                .get_many(&targets)
+                .await?
+                .into_iter()
+                .map(|m| (m.id.clone(), m))
+                .collect();
+        }
+        let by_new_id: HashMap<MemoryId, Memory> = records
+            .iter()
+            .map(|r| (r.memory.id.clone(), r.memory.clone()))
+            .collect();
+        built
+            .into_iter()
+            .enumerate()
+            .map(|(index, (memory, routing))| match &duplicate_of[index] {
+                Some(target) => {
+                    let found = existing
+                        .get(target)
+                        .or_else(|| by_new_id.get(target))
+                        .cloned();
+                    let memory = found.ok_or_else(|| {
+                        MemoryError::internal(format!("duplicate target {target} vanished"))
+                    })?;
+                    Ok(RememberOutcome {
+                        memory,
+                        routing,
+                        deduplicated_into: Some(target.clone()),
+                        superseded: Vec::new(),
+                    })
+                }
+                None => Ok(RememberOutcome {
+                    memory,
+                    routing,
+                    deduplicated_into: None,
+                    superseded: superseded_by.remove(&index).unwrap_or_default(),
+                }),
+            })
+            .collect()
+    }
+
+    async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         self.ask(
             ChildKind::Episodic,
             |c| c.episodic.clone(),
-            |reply| EpisodicMsg::Insert {
-                records: records.clone(),
+            |reply| EpisodicMsg::GetMany {
+                ids: ids.to_vec(),
                 reply,
             },
         )
-        .await?;
-        let entries: Vec<EmbeddingRecord> = records
-            .iter()
-            .map(|r| embedding_record(&r.memory, r.embedding.clone()))
-            .collect();
-        self.project_vectors(entries, Vec::new()).await;
-        for (memory, _) in &built {
-            if let Some(session) = &memory.session_id {
-                let item = WorkingItem {
-                    memory_id: memory.id.clone(),
-                    content: memory.content.clone(),
-                    at: now,
-                };
-                let pushed = self
-                    .ask(
-                        ChildKind::Working,
-                        |c| c.working.clone(),
-                        |reply| WorkingMsg::Push {
-                            agent: agent.clone(),
-                            session: session.clone(),
-                            item: item.clone(),
-                            reply,
+        .await
+    }
+
+    async fn push_working(&self, agent: &AgentId, memory: &Memory, now: DateTime<Utc>) {
+        let Some(session) = &memory.session_id else {
+            return;
+        };
+        let item = WorkingItem {
+            memory_id: memory.id.clone(),
+            content: memory.content.clone(),
+            at: now,
+        };
+        let pushed = self
+            .ask(
+                ChildKind::Working,
+                |c| c.working.clone(),
+                |reply| WorkingMsg::Push {
+                    agent: agent.clone(),
+                    session: session.clone(),
+                    item: item.clone(),
+                    reply,
+                },
+            )
+            .await;
+        if let Err(error) = pushed {
+            tracing::warn!(%error, "working-memory window not updated");
+        }
+    }
+
+    /// For each new knowledge memory, the stored knowledge it contradicts: candidates are
+    /// its vector neighbours in the similarity band plus its keyword matches; the rule
+    /// decides, and the arbiter (if any) may confirm a case the rule does not catch.
+    async fn find_contradictions(
+        &self,
+        agent: &AgentId,
+        built: &[(Memory, Routing)],
+        checks: &[(usize, Vec<MemoryId>)],
+    ) -> MemoryResult<Vec<(usize, MemoryId, String)>> {
+        let mut found = Vec::new();
+        for (index, band) in checks {
+            let new = &built[*index].0;
+            let query = KeywordQuery {
+                agent_id: agent.clone(),
+                include_shared: false,
+                text: new.content.clone(),
+                limit: 5,
+                occurred: None,
+            };
+            let keyword = self
+                .ask(
+                    ChildKind::Episodic,
+                    |c| c.episodic.clone(),
+                    |reply| EpisodicMsg::KeywordSearch {
+                        query: query.clone(),
+                        reply,
+                    },
+                )
+                .await?;
+            let mut candidates: Vec<MemoryId> = band.clone();
+            candidates.extend(keyword.into_iter().map(|(id, _)| id));
+            candidates.sort();
+            candidates.dedup();
+            for old in self.get_many(&candidates).await? {
+                if old.agent_id != *agent
+                    || old.status != MemoryStatus::Active
+                    || !is_knowledge(old.memory_type)
+                    || old.id == new.id
+                {
+                    continue;
+                }
+                let verdict =
+                    match crate::policy::consistency::contradiction(&old.content, &new.content) {
+                        Some(why) => Some(why),
+                        None if band.contains(&old.id) => match &self.inner.arbiter {
+                            Some(arbiter) => {
+                                match tokio::time::timeout(
+                                    self.inner.config.arbiter_timeout,
+                                    arbiter.contradicts(&old.content, &new.content),
+                                )
+                                .await
+                                {
+                                    Ok(Some(true)) => {
+                                        Some("the arbiter judged it replaced".to_string())
+                                    }
+                                    _ => None,
+                                }
+                            }
+                            None => None,
                         },
-                    )
-                    .await;
-                if let Err(error) = pushed {
-                    tracing::warn!(%error, "working-memory window not updated");
+                        None => None,
+                    };
+                if let Some(why) = verdict {
+                    found.push((*index, old.id.clone(), why));
                 }
             }
         }
-        Ok(built
-            .into_iter()
-            .map(|(memory, routing)| RememberOutcome {
-                memory,
-                routing,
-                deduplicated_into: None,
-                superseded: Vec::new(),
-            })
-            .collect())
+        Ok(found)
     }
 
     /// Recall: vector and keyword retrieval in parallel, fused, filtered and re-ranked.
@@ -1460,6 +1814,11 @@ pub fn embedding_text(memory: &Memory) -> String {
         Some(title) if !title.is_empty() => format!("{title}\n{}", memory.content),
         _ => memory.content.clone(),
     }
+}
+
+/// Semantic and procedural memories: the lasting knowledge that contradictions replace.
+fn is_knowledge(memory_type: MemoryType) -> bool {
+    matches!(memory_type, MemoryType::Semantic | MemoryType::Procedural)
 }
 
 fn embedding_record(memory: &Memory, vector: Vec<f32>) -> EmbeddingRecord {

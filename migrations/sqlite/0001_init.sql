@@ -22,11 +22,13 @@ CREATE TABLE memories (
     metadata            TEXT NOT NULL DEFAULT '{}',   -- JSON object
     source_path         TEXT,
     source_hash         TEXT,
-    version             INTEGER NOT NULL DEFAULT 1
+    version             INTEGER NOT NULL DEFAULT 1,
+    content_hash        TEXT NOT NULL DEFAULT ''   -- normalised content hash, for exact deduplication
 );
 CREATE INDEX memories_by_agent ON memories (agent_id, id);
 CREATE INDEX memories_by_agent_status ON memories (agent_id, status, memory_type);
 CREATE INDEX memories_shared ON memories (shared) WHERE shared = 1;
+CREATE INDEX memories_by_content_hash ON memories (agent_id, content_hash) WHERE status = 'active';
 
 -- Embeddings live beside the memory so the vector index can be rebuilt without re-embedding.
 CREATE TABLE memory_embeddings (

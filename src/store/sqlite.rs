@@ -15,6 +15,7 @@ use mnemos_actors::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
     MemoryVersion, SessionId, SourceRef,
 };
+use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
     EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory,
 };
@@ -38,6 +39,11 @@ pub struct SqliteStore {
 const MEMORY_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
      metadata, source_path, source_hash, version";
+
+/// The columns written on insert: [`MEMORY_COLUMNS`] plus the derived content hash.
+const INSERT_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
+     created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
+     metadata, source_path, source_hash, version, content_hash";
 
 fn backend_error(error: sqlx::Error) -> MemoryError {
     MemoryError::unavailable(format!("sqlite: {error}"))
@@ -273,7 +279,7 @@ impl MemoryStore for SqliteStore {
             .collect();
         for chunk in fresh.chunks(200) {
             let mut builder: QueryBuilder<Sqlite> =
-                QueryBuilder::new(format!("INSERT INTO memories ({MEMORY_COLUMNS}) "));
+                QueryBuilder::new(format!("INSERT INTO memories ({INSERT_COLUMNS}) "));
             builder.push_values(chunk, |mut row, record| {
                 let m = &record.memory;
                 row.push_bind(m.id.as_str())
@@ -297,7 +303,8 @@ impl MemoryStore for SqliteStore {
                     .push_bind(m.metadata.to_string())
                     .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
                     .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
-                    .push_bind(i64::from(m.version));
+                    .push_bind(i64::from(m.version))
+                    .push_bind(normalized_hash(&m.content));
             });
             builder
                 .build()
@@ -336,6 +343,35 @@ impl MemoryStore for SqliteStore {
             }
         }
         tx.commit().await.map_err(backend_error)
+    }
+
+    async fn find_by_content_hash(
+        &self,
+        agent: &AgentId,
+        hashes: &[String],
+    ) -> MemoryResult<Vec<(String, Memory)>> {
+        let mut found = Vec::new();
+        for chunk in hashes.chunks(400) {
+            let mut builder: QueryBuilder<Sqlite> =
+                QueryBuilder::new(format!("SELECT {MEMORY_COLUMNS}, content_hash FROM memories WHERE status = 'active' AND agent_id = "));
+            builder
+                .push_bind(agent.as_str())
+                .push(" AND content_hash IN (");
+            let mut separated = builder.separated(", ");
+            for hash in chunk {
+                separated.push_bind(hash.as_str());
+            }
+            builder.push(")");
+            let rows = builder
+                .build()
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend_error)?;
+            for row in &rows {
+                found.push((row.get::<String, _>("content_hash"), memory_from_row(row)?));
+            }
+        }
+        Ok(found)
     }
 
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
@@ -427,7 +463,7 @@ impl MemoryStore for SqliteStore {
         let updated = sqlx::query(
             "UPDATE memories SET memory_type = ?, content = ?, title = ?, importance = ?, tags = ?, session_id = ?, \
              occurred_at = ?, updated_at = ?, last_accessed_at = ?, access_count = ?, consolidation_level = ?, \
-             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ? \
+             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ? \
              WHERE id = ? AND version = ?",
         )
         .bind(next.memory_type.as_str())
@@ -449,6 +485,7 @@ impl MemoryStore for SqliteStore {
         .bind(next.source.as_ref().map(|s| s.path.as_str()))
         .bind(next.source.as_ref().map(|s| s.hash.as_str()))
         .bind(i64::from(next.version))
+        .bind(normalized_hash(&next.content))
         .bind(next.id.as_str())
         .bind(i64::from(previous.version))
         .execute(&mut *tx)

@@ -16,10 +16,17 @@ async fn remember_then_recall_finds_the_memory_with_both_retrievers() {
         )
         .await;
     assert_eq!(stored["memory"]["agent_id"], "alice");
-    assert_eq!(stored["memory"]["type"], "episodic");
+    assert_eq!(
+        stored["memory"]["type"], "semantic",
+        "routed by its definitional phrasing"
+    );
     assert_eq!(stored["memory"]["status"], "active");
     assert_eq!(stored["memory"]["importance"], 0.8);
-    assert_eq!(stored["routing"]["type"], "episodic");
+    assert_eq!(stored["routing"]["type"], "semantic");
+    assert!(stored["routing"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("lives in"));
     assert!(stored["deduplicated_into"].is_null());
     app.remember("alice", "Lunch was a bowl of ramen", json!({}))
         .await;
@@ -490,4 +497,200 @@ async fn time_queries_restrict_recall_to_the_range_relative_to_now() {
         )
         .await;
     assert_eq!(both["results"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untyped_memories_are_routed_by_rules_and_an_explicit_type_wins() {
+    let app = spawn_app().await;
+    let cases = [
+        ("Current task: migrate the billing tables", "working"),
+        (
+            "1. install rust\n2. run cargo build\n3. start the server",
+            "procedural",
+        ),
+        ("Yesterday we shipped the new search page", "episodic"),
+        ("Paris is the capital of France", "semantic"),
+    ];
+    for (content, expected) in cases {
+        let stored = app.remember("route", content, json!({})).await;
+        assert_eq!(stored["memory"]["type"], expected, "{content}");
+        assert!(!stored["routing"]["reason"].as_str().unwrap().is_empty());
+    }
+    let affective = app
+        .remember(
+            "route",
+            "I am so happy and excited about the launch",
+            json!({}),
+        )
+        .await;
+    assert_eq!(affective["memory"]["type"], "affective");
+    assert!(affective["memory"]["valence"].as_f64().unwrap() > 0.5);
+    assert!(affective["memory"]["arousal"].as_f64().unwrap() > 0.5);
+    let explicit = app
+        .remember(
+            "route",
+            "Paris is the capital of France, noted on a trip",
+            json!({"type": "episodic"}),
+        )
+        .await;
+    assert_eq!(explicit["memory"]["type"], "episodic");
+    assert_eq!(
+        explicit["routing"]["reason"],
+        "explicit type given by the caller"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_and_near_duplicates_return_the_existing_memory_and_reinforce_it() {
+    let app = spawn_app().await;
+    let first = app
+        .remember(
+            "dup",
+            "The staging database listens on port 5433",
+            json!({"type": "semantic"}),
+        )
+        .await;
+    let id = first["memory"]["id"].as_str().unwrap();
+    let exact = app
+        .remember(
+            "dup",
+            "the staging database listens on port 5433.",
+            json!({"type": "semantic"}),
+        )
+        .await;
+    assert_eq!(exact["deduplicated_into"], id);
+    assert_eq!(exact["memory"]["id"], id);
+    assert_eq!(
+        exact["memory"]["access_count"], 1,
+        "a duplicate counts as an access"
+    );
+    let near = app
+        .remember(
+            "dup",
+            "The staging database listens on port 5433 now",
+            json!({"type": "semantic"}),
+        )
+        .await;
+    assert_eq!(
+        near["deduplicated_into"], id,
+        "a near-duplicate (cosine ≥ dedup.threshold) of the same type"
+    );
+    let near_other_type = app
+        .remember(
+            "dup",
+            "The staging database listens on port 5433 now",
+            json!({"type": "episodic"}),
+        )
+        .await;
+    assert!(
+        near_other_type["deduplicated_into"].is_null(),
+        "near-duplicates must share the type"
+    );
+    // Another agent, or another type for a near-duplicate, is a new memory.
+    let other_agent = app
+        .remember(
+            "dup2",
+            "The staging database listens on port 5433",
+            json!({}),
+        )
+        .await;
+    assert!(other_agent["deduplicated_into"].is_null());
+    let batch = assert_status(
+        app.post(
+            "/tools/remember_batch",
+            &json!({"agent_id": "dup", "memories": [
+                {"content": "Deploys happen on Tuesdays", "type": "semantic"},
+                {"content": "deploys happen on tuesdays", "type": "semantic"},
+                {"content": "The staging database listens on port 5433", "type": "semantic"}
+            ]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let results = batch["results"].as_array().unwrap();
+    assert!(results[0]["deduplicated_into"].is_null());
+    assert_eq!(results[1]["deduplicated_into"], results[0]["memory"]["id"]);
+    assert_eq!(results[2]["deduplicated_into"], id);
+    let listed = assert_status(app.get("/v1/memories?agent_id=dup").await, StatusCode::OK).await;
+    assert_eq!(
+        listed["memories"].as_array().unwrap().len(),
+        3,
+        "no duplicate was stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contradicting_fact_supersedes_the_old_one_which_keeps_its_history() {
+    let app = spawn_app().await;
+    let paris = app
+        .remember("c", "I live in Paris", json!({"type": "semantic"}))
+        .await;
+    let paris_id = paris["memory"]["id"].as_str().unwrap();
+    app.remember(
+        "c",
+        "I love pastries from Paris",
+        json!({"type": "semantic"}),
+    )
+    .await;
+    let tokyo = app
+        .remember("c", "I live in Tokyo", json!({"type": "semantic"}))
+        .await;
+    assert_eq!(tokyo["superseded"], json!([paris_id]));
+    let old = assert_status(
+        app.get(&format!("/v1/memories/{paris_id}")).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(old["status"], "superseded");
+    let history = assert_status(
+        app.get(&format!("/v1/memories/{paris_id}/history")).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(history["versions"][0]["reason"], "conflict_replace");
+    assert_eq!(history["versions"][0]["content"], "I live in Paris");
+    let recalled = app.recall("c", "where do I live", json!({})).await;
+    let ids: Vec<&str> = recalled["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["memory"]["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&tokyo["memory"]["id"].as_str().unwrap()));
+    assert!(
+        !ids.contains(&paris_id),
+        "superseded memories are left out of recall"
+    );
+
+    let limit = app
+        .remember(
+            "c",
+            "The API rate limit is 1000 req/min",
+            json!({"type": "semantic"}),
+        )
+        .await;
+    let lowered = app
+        .remember(
+            "c",
+            "The API rate limit is 500 req/min",
+            json!({"type": "semantic"}),
+        )
+        .await;
+    assert_eq!(lowered["superseded"], json!([limit["memory"]["id"]]));
+    // Episodic memories are experiences, not facts: they never supersede each other.
+    app.remember(
+        "c",
+        "I lived in Berlin in 2019",
+        json!({"type": "episodic"}),
+    )
+    .await;
+    let later = app
+        .remember(
+            "c",
+            "I lived in Madrid in 2019",
+            json!({"type": "episodic"}),
+        )
+        .await;
+    assert_eq!(later["superseded"], json!([]));
 }

@@ -30,6 +30,18 @@ pub enum EpisodicMsg {
         id: MemoryId,
         reply: Reply<Option<Memory>>,
     },
+    /// Active memories of an agent by normalised content hash.
+    FindByContentHash {
+        agent: AgentId,
+        hashes: Vec<String>,
+        reply: Reply<Vec<(String, Memory)>>,
+    },
+    /// Reinforce now (deduplication counts as an access) and answer when written.
+    TouchNow {
+        ids: Vec<MemoryId>,
+        at: DateTime<Utc>,
+        reply: Reply<()>,
+    },
     /// Read several memories.
     GetMany {
         ids: Vec<MemoryId>,
@@ -184,6 +196,16 @@ impl Actor for EpisodicActor {
                 state.pending_touches.remove(&id);
                 let _ = reply.send(store.delete(&id).await);
             }
+            EpisodicMsg::TouchNow { ids, at, reply } => {
+                let _ = reply.send(store.touch(&ids, at).await);
+            }
+            EpisodicMsg::FindByContentHash {
+                agent,
+                hashes,
+                reply,
+            } => answer_in_task(reply, async move {
+                store.find_by_content_hash(&agent, &hashes).await
+            }),
             EpisodicMsg::Get { id, reply } => {
                 answer_in_task(reply, async move { store.get(&id).await })
             }

@@ -40,6 +40,11 @@ pub enum VectorsMsg {
         query: VectorQuery,
         reply: Reply<Vec<(MemoryId, f32)>>,
     },
+    /// Several searches with given vectors, in one blocking task (deduplication of a batch).
+    SearchMany {
+        queries: Vec<VectorQuery>,
+        reply: Reply<Vec<Vec<(MemoryId, f32)>>>,
+    },
     /// Rebuild the index from the system of record.
     Rebuild { reply: Reply<usize> },
     /// What the index holds.
@@ -206,6 +211,17 @@ impl Actor for VectorsActor {
                             "vector search task failed: {e}"
                         )))
                     });
+                    let _ = reply.send(result);
+                });
+            }
+            VectorsMsg::SearchMany { queries, reply } => {
+                let index = state.index.clone();
+                tokio::spawn(async move {
+                    let result = tokio::task::spawn_blocking(move || {
+                        queries.iter().map(|q| index.search(q)).collect()
+                    })
+                    .await
+                    .map_err(|e| MemoryError::internal(format!("vector search task failed: {e}")));
                     let _ = reply.send(result);
                 });
             }

@@ -2,8 +2,10 @@
 //! its arguments (the clock is passed in) and is unit-tested next to its code.
 
 pub mod activation;
+pub mod consistency;
 pub mod consolidation;
 pub mod fusion;
 pub mod retention;
+pub mod routing;
 pub mod stats;
 pub mod time;

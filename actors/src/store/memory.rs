@@ -130,6 +130,22 @@ impl MemoryStore for InMemoryMemoryStore {
             .map(|r| r.memory.clone()))
     }
 
+    async fn find_by_content_hash(
+        &self,
+        agent: &AgentId,
+        hashes: &[String],
+    ) -> MemoryResult<Vec<(String, Memory)>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(rows
+            .values()
+            .filter(|r| r.memory.agent_id == *agent && r.memory.status == MemoryStatus::Active)
+            .filter_map(|r| {
+                let hash = crate::policy::consistency::normalized_hash(&r.memory.content);
+                hashes.contains(&hash).then(|| (hash, r.memory.clone()))
+            })
+            .collect())
+    }
+
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
         let rows = self.rows.read().map_err(lock_error)?;
         Ok(ids

@@ -86,6 +86,13 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()>;
     /// One memory by id, in any status.
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>>;
+    /// Active memories of `agent` whose normalised content hash
+    /// ([`crate::policy::consistency::normalized_hash`]) is one of `hashes`, keyed by hash.
+    async fn find_by_content_hash(
+        &self,
+        agent: &AgentId,
+        hashes: &[String],
+    ) -> MemoryResult<Vec<(String, Memory)>>;
     /// Several memories by id (missing ones are skipped; order not guaranteed).
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
     /// Browse, newest first.

@@ -1,0 +1,337 @@
+//! Type routing: which memory system a text belongs to, by pattern rules, with a
+//! reason a person can read (pure). An explicit type from the caller always wins;
+//! when the rules are ambiguous an arbiter (an LLM, when one is configured) may decide.
+
+use crate::model::MemoryType;
+
+/// The rules' verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutingDecision {
+    /// Chosen type.
+    pub memory_type: MemoryType,
+    /// Why, in words.
+    pub reason: String,
+    /// True when two types scored the same (an arbiter may overrule).
+    pub ambiguous: bool,
+    /// −1..1 for affective memories.
+    pub valence: Option<f32>,
+    /// 0..1 for affective memories.
+    pub arousal: Option<f32>,
+}
+
+/// Emotion words with (valence, arousal).
+const EMOTIONS: &[(&str, f32, f32)] = &[
+    ("afraid", -0.7, 0.8),
+    ("angry", -0.8, 0.9),
+    ("annoyed", -0.5, 0.6),
+    ("anxious", -0.6, 0.8),
+    ("ashamed", -0.6, 0.5),
+    ("bored", -0.3, 0.1),
+    ("calm", 0.4, 0.1),
+    ("delighted", 0.9, 0.7),
+    ("depressed", -0.8, 0.3),
+    ("disappointed", -0.6, 0.4),
+    ("excited", 0.8, 0.9),
+    ("frustrated", -0.6, 0.7),
+    ("furious", -0.9, 1.0),
+    ("glad", 0.6, 0.4),
+    ("grateful", 0.8, 0.4),
+    ("happy", 0.8, 0.6),
+    ("hate", -0.9, 0.8),
+    ("hurt", -0.7, 0.6),
+    ("lonely", -0.6, 0.3),
+    ("love", 0.9, 0.6),
+    ("nervous", -0.4, 0.8),
+    ("proud", 0.8, 0.6),
+    ("relieved", 0.6, 0.3),
+    ("sad", -0.7, 0.3),
+    ("scared", -0.7, 0.9),
+    ("stressed", -0.6, 0.8),
+    ("thrilled", 0.9, 0.9),
+    ("upset", -0.6, 0.6),
+    ("worried", -0.5, 0.7),
+];
+
+const WORKING_MARKERS: &[&str] = &[
+    "current task",
+    "remind me",
+    "wip",
+    "todo",
+    "to do:",
+    "right now i",
+    "in progress",
+    "for now",
+    "next step",
+    "working on",
+];
+
+const PROCEDURE_VERBS: &[&str] = &[
+    "add",
+    "build",
+    "click",
+    "configure",
+    "copy",
+    "create",
+    "deploy",
+    "download",
+    "enable",
+    "install",
+    "open",
+    "restart",
+    "run",
+    "set",
+    "setup",
+    "start",
+    "stop",
+    "update",
+    "upgrade",
+    "use",
+];
+
+const TIME_WORDS: &[&str] = &[
+    "yesterday",
+    "today",
+    "tonight",
+    "ago",
+    "earlier",
+    "morning",
+    "afternoon",
+    "evening",
+    "weekend",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "last",
+    "recently",
+];
+
+const DEFINITION_MARKERS: &[&str] = &[
+    " is a ",
+    " is an ",
+    " is the ",
+    " are ",
+    " means ",
+    " refers to ",
+    " is defined as ",
+    " stands for ",
+    "my name is",
+    " prefers ",
+    " lives in ",
+    " works at ",
+    " is my ",
+    " always ",
+    " never ",
+];
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Classify `text` by rules.
+pub fn route(text: &str) -> RoutingDecision {
+    let lower = format!(" {} ", text.to_lowercase());
+    let tokens = words(text);
+    let mut scores: Vec<(MemoryType, f32, String)> = Vec::new();
+
+    if let Some(marker) = WORKING_MARKERS
+        .iter()
+        .find(|m| lower.contains(&format!(" {m}")) || lower.contains(&format!("{m}:")))
+    {
+        scores.push((
+            MemoryType::Working,
+            3.0,
+            format!("transient marker \"{marker}\""),
+        ));
+    }
+
+    let numbered_steps = text.lines().filter(|l| {
+        let l = l.trim_start();
+        l.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && (l.contains(". ") || l.contains(") "))
+    });
+    let step_count = numbered_steps.count();
+    let first = tokens.first().map(String::as_str).unwrap_or("");
+    if lower.contains(" how to ")
+        || lower.contains("how do i ")
+        || lower.contains(" steps")
+        || step_count >= 2
+    {
+        let why = if step_count >= 2 {
+            "numbered steps".to_string()
+        } else {
+            "how-to phrasing".to_string()
+        };
+        scores.push((MemoryType::Procedural, 3.0, why));
+    } else if PROCEDURE_VERBS.contains(&first)
+        || lower.contains(" first ") && lower.contains(" then ")
+    {
+        scores.push((
+            MemoryType::Procedural,
+            2.0,
+            format!("instruction starting with \"{first}\""),
+        ));
+    }
+
+    let emotions: Vec<&(&str, f32, f32)> = EMOTIONS
+        .iter()
+        .filter(|(w, _, _)| tokens.iter().any(|t| t == w))
+        .collect();
+    let mut valence = None;
+    let mut arousal = None;
+    if !emotions.is_empty() {
+        let n = emotions.len() as f32;
+        let mut v = emotions.iter().map(|e| e.1).sum::<f32>() / n;
+        if tokens
+            .iter()
+            .any(|t| t == "not" || t == "never" || t == "n't")
+        {
+            v = -v * 0.5;
+        }
+        valence = Some(v.clamp(-1.0, 1.0));
+        arousal = Some((emotions.iter().map(|e| e.2).sum::<f32>() / n).clamp(0.0, 1.0));
+        scores.push((
+            MemoryType::Affective,
+            2.5,
+            format!("emotion word \"{}\"", emotions[0].0),
+        ));
+    }
+
+    let time_word = tokens.iter().find(|t| TIME_WORDS.contains(&t.as_str()));
+    let past_action = tokens.windows(2).find(|w| {
+        matches!(w[0].as_str(), "i" | "we")
+            && (w[1].ends_with("ed")
+                || matches!(
+                    w[1].as_str(),
+                    "went"
+                        | "met"
+                        | "saw"
+                        | "got"
+                        | "had"
+                        | "made"
+                        | "took"
+                        | "bought"
+                        | "ran"
+                        | "ate"
+                        | "found"
+                        | "gave"
+                        | "told"
+                        | "said"
+                        | "was"
+                        | "were"
+                        | "did"
+                        | "shipped"
+                        | "fixed"
+                ))
+    });
+    if let Some(word) = time_word {
+        scores.push((
+            MemoryType::Episodic,
+            2.0,
+            format!("temporal word \"{word}\""),
+        ));
+    } else if let Some(action) = past_action {
+        scores.push((
+            MemoryType::Episodic,
+            1.5,
+            format!("first-person past action \"{} {}\"", action[0], action[1]),
+        ));
+    }
+
+    if let Some(marker) = DEFINITION_MARKERS.iter().find(|m| lower.contains(*m)) {
+        scores.push((
+            MemoryType::Semantic,
+            1.5,
+            format!("definitional statement (\"{}\")", marker.trim()),
+        ));
+    }
+
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+    match scores.as_slice() {
+        [] => RoutingDecision {
+            memory_type: MemoryType::Episodic,
+            reason: "no rule matched; stored as an experience".into(),
+            ambiguous: true,
+            valence: None,
+            arousal: None,
+        },
+        [best, rest @ ..] => {
+            let ambiguous = rest.first().is_some_and(|second| second.1 == best.1);
+            let affective = best.0 == MemoryType::Affective;
+            RoutingDecision {
+                memory_type: best.0,
+                reason: best.2.clone(),
+                ambiguous,
+                valence: if affective { valence } else { None },
+                arousal: if affective { arousal } else { None },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(text: &str) -> MemoryType {
+        route(text).memory_type
+    }
+
+    #[test]
+    fn each_type_has_its_rules() {
+        assert_eq!(
+            kind("Current task: migrate the billing tables"),
+            MemoryType::Working
+        );
+        assert_eq!(kind("remind me to call Bob at five"), MemoryType::Working);
+        assert_eq!(
+            kind("How to deploy: build the image, push it, restart the pods"),
+            MemoryType::Procedural
+        );
+        assert_eq!(
+            kind("1. install rust\n2. run cargo build\n3. start the server"),
+            MemoryType::Procedural
+        );
+        assert_eq!(
+            kind("Install the CLI with cargo install mnemos"),
+            MemoryType::Procedural
+        );
+        assert_eq!(
+            kind("Yesterday we shipped the new search page"),
+            MemoryType::Episodic
+        );
+        assert_eq!(kind("I fixed the flaky login test"), MemoryType::Episodic);
+        assert_eq!(kind("Paris is the capital of France"), MemoryType::Semantic);
+        assert_eq!(kind("The user prefers short answers"), MemoryType::Semantic);
+        assert_eq!(
+            kind("I am so frustrated with the build system"),
+            MemoryType::Affective
+        );
+    }
+
+    #[test]
+    fn affective_memories_get_valence_and_arousal() {
+        let happy = route("I'm really happy and excited about the launch");
+        assert_eq!(happy.memory_type, MemoryType::Affective);
+        assert!(happy.valence.unwrap() > 0.5);
+        assert!(happy.arousal.unwrap() > 0.5);
+        let sad = route("I feel sad and lonely");
+        assert!(sad.valence.unwrap() < -0.5);
+        assert!(route("Paris is the capital of France").valence.is_none());
+    }
+
+    #[test]
+    fn reasons_are_readable_and_unmatched_text_is_ambiguous() {
+        let decision = route("Yesterday we shipped it");
+        assert!(decision.reason.contains("yesterday"), "{}", decision.reason);
+        let unknown = route("blue");
+        assert_eq!(unknown.memory_type, MemoryType::Episodic);
+        assert!(unknown.ambiguous);
+    }
+}
