@@ -7,6 +7,7 @@
 pub mod app;
 pub mod bench;
 pub mod config;
+pub mod context;
 pub mod data_dir;
 pub mod embedding;
 pub mod eval;

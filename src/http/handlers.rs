@@ -112,6 +112,72 @@ pub async fn recall(
     Ok(Json(RecallResponse::from_outcome(outcome, debug)))
 }
 
+/// Assemble a ready-to-inject context block within a token budget.
+#[utoipa::path(post, path = "/tools/build_context", request_body = BuildContextBody,
+    responses((status = 200, body = BuildContextResponse), (status = 400, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+pub async fn build_context(
+    State(state): Shared,
+    ApiJson(body): ApiJson<BuildContextBody>,
+) -> ApiResult<Json<BuildContextResponse>> {
+    let agent = agent(&body.agent_id)?;
+    let budget = body.context_budget.unwrap_or(2000);
+    if !(1..=1_000_000).contains(&budget) {
+        return Err(MemoryError::invalid(
+            "context_budget",
+            "context_budget must be between 1 and 1000000 tokens",
+        )
+        .into());
+    }
+    let root = body.project_root.as_deref().map(std::path::PathBuf::from);
+    if let Some(root) = &root {
+        crate::context::check_root(root)?;
+    }
+    let session_id = body
+        .session_id
+        .as_deref()
+        .map(mnemos_actors::model::SessionId::parse)
+        .transpose()?;
+    let outcome = state
+        .runtime
+        .recall(RecallInput {
+            agent_id: agent,
+            query: body.query,
+            types: vec![],
+            limit: Some(state.runtime.config().limits.max_result_limit.min(50)),
+            session_id,
+            tags: vec![],
+            include_shared: body.include_shared.unwrap_or(true),
+            debug: false,
+            time_range: None,
+        })
+        .await?;
+    let mut stale_files: Vec<String> = Vec::new();
+    let ranked: Vec<(mnemos_actors::model::Memory, f64)> = outcome
+        .hits
+        .into_iter()
+        .filter(|hit| match (&root, &hit.memory.source) {
+            (Some(root), Some(source)) if crate::context::is_stale(root, source) => {
+                if !stale_files.contains(&source.path) {
+                    stale_files.push(source.path.clone());
+                }
+                false
+            }
+            _ => true,
+        })
+        .map(|hit| (hit.memory, hit.score))
+        .collect();
+    let block = mnemos_actors::policy::context::assemble(&ranked, budget);
+    Ok(Json(BuildContextResponse {
+        context: block.text,
+        metadata: ContextMetadata {
+            injected_count: block.injected,
+            tokens_used: block.tokens_used,
+            stale_files,
+        },
+    }))
+}
+
 /// Link two memories.
 #[utoipa::path(post, path = "/tools/associate", request_body = AssociateBody,
     responses((status = 201, body = AssociationView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]

@@ -198,6 +198,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         handlers::consolidate,
         handlers::reflect,
         handlers::memory_history,
+        handlers::build_context,
         handlers::list_memories,
         handlers::get_memory,
         handlers::patch_memory,
@@ -226,6 +227,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/tools/consolidate", post(handlers::consolidate))
         .route("/tools/reflect", post(handlers::reflect))
         .route("/tools/memory_history", post(handlers::memory_history))
+        .route("/tools/build_context", post(handlers::build_context))
         .route("/v1/memories", get(handlers::list_memories))
         .route(
             "/v1/memories/{id}",

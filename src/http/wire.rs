@@ -402,6 +402,44 @@ impl RecallResponse {
     }
 }
 
+/// `POST /tools/build_context`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuildContextBody {
+    /// Whose memories (required).
+    pub agent_id: String,
+    /// What the context is for (required).
+    pub query: String,
+    /// Token budget of the block (default 2000).
+    pub context_budget: Option<usize>,
+    /// Directory that `source.path`s are relative to; sources that changed or vanished are left out.
+    pub project_root: Option<String>,
+    /// Session in focus.
+    pub session_id: Option<String>,
+    /// Include other agents' shared memories (default true).
+    pub include_shared: Option<bool>,
+}
+
+/// Facts about an assembled context.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ContextMetadata {
+    /// Memories in the block.
+    pub injected_count: usize,
+    /// Estimated tokens of the block (≈ 4 characters per token, at least one per word).
+    pub tokens_used: usize,
+    /// Source files that changed or vanished; their memories were left out.
+    pub stale_files: Vec<String>,
+}
+
+/// Answer of build_context.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BuildContextResponse {
+    /// Ready-to-inject text.
+    pub context: String,
+    /// What went in.
+    pub metadata: ContextMetadata,
+}
+
 /// `POST /tools/associate`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

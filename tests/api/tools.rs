@@ -694,3 +694,91 @@ async fn a_contradicting_fact_supersedes_the_old_one_which_keeps_its_history() {
         .await;
     assert_eq!(later["superseded"], json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_context_fits_the_budget_puts_procedures_first_and_drops_stale_sources() {
+    let app = spawn_app().await;
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("deploy.md"), "run ./deploy.sh").unwrap();
+    std::fs::write(project.path().join("old.md"), "version one").unwrap();
+    let fresh_hash = mnemos::context::sha256_hex(b"run ./deploy.sh");
+    let old_hash = mnemos::context::sha256_hex(b"version one");
+    app.remember(
+        "ctx",
+        "Deploy with ./deploy.sh after the tests pass",
+        json!({"type": "procedural", "source": {"path": "deploy.md", "hash": fresh_hash}}),
+    )
+    .await;
+    app.remember(
+        "ctx",
+        "The deploy target is the eu-west cluster",
+        json!({"type": "semantic", "source": {"path": "old.md", "hash": old_hash}}),
+    )
+    .await;
+    app.remember(
+        "ctx",
+        "Last deploy failed because of a missing secret",
+        json!({"type": "episodic", "occurred_at": "2023-05-08T13:56:00Z"}),
+    )
+    .await;
+    std::fs::write(project.path().join("old.md"), "version two").unwrap();
+
+    let root = project.path().to_str().unwrap();
+    let built = assert_status(
+        app.post("/tools/build_context", &json!({"agent_id": "ctx", "query": "how do we deploy", "context_budget": 500, "project_root": root})).await,
+        StatusCode::OK,
+    )
+    .await;
+    let context = built["context"].as_str().unwrap();
+    assert!(
+        context.starts_with("## Procedures and constraints"),
+        "{context}"
+    );
+    assert!(context.contains("./deploy.sh"));
+    assert!(context.contains("[2023-05-08]"));
+    assert!(
+        !context.contains("eu-west"),
+        "a memory whose source changed is left out"
+    );
+    assert_eq!(built["metadata"]["stale_files"], json!(["old.md"]));
+    assert_eq!(built["metadata"]["injected_count"], 2);
+    assert!(built["metadata"]["tokens_used"].as_u64().unwrap() <= 500);
+
+    for budget in [1, 10, 25, 40] {
+        let small = assert_status(
+            app.post(
+                "/tools/build_context",
+                &json!({"agent_id": "ctx", "query": "deploy", "context_budget": budget}),
+            )
+            .await,
+            StatusCode::OK,
+        )
+        .await;
+        assert!(
+            small["metadata"]["tokens_used"].as_u64().unwrap() <= budget,
+            "budget {budget}: {small}"
+        );
+    }
+    assert_error(
+        app.post(
+            "/tools/build_context",
+            &json!({"agent_id": "ctx", "query": "x", "context_budget": 0}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("context_budget"),
+    )
+    .await;
+    assert_error(
+        app.post(
+            "/tools/build_context",
+            &json!({"agent_id": "ctx", "query": "x", "project_root": "/no/such/dir"}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("project_root"),
+    )
+    .await;
+}

@@ -4,6 +4,7 @@
 pub mod activation;
 pub mod consistency;
 pub mod consolidation;
+pub mod context;
 pub mod fusion;
 pub mod retention;
 pub mod routing;

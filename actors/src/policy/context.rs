@@ -1,0 +1,177 @@
+//! build_context (pure): turn ranked memories into a ready-to-inject text block that
+//! never exceeds a token budget. Procedural memories (how-tos, constraints) come
+//! first; the other types follow in the order of their best score; inside a group,
+//! memories are ordered by score and carry their date.
+//!
+//! Tokens are estimated with [`crate::text::estimate_tokens`] (about four characters
+//! per token, at least one per word, which tracks GPT-style BPE tokenizers on English
+//! prose). To absorb the estimate's error the block is filled to at most 95% of the
+//! budget.
+
+use crate::model::{Memory, MemoryType};
+use crate::text::estimate_tokens;
+
+/// The assembled block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextBlock {
+    /// Ready-to-inject text.
+    pub text: String,
+    /// Memories included.
+    pub injected: usize,
+    /// Estimated tokens of `text`.
+    pub tokens_used: usize,
+}
+
+fn heading(memory_type: MemoryType) -> &'static str {
+    match memory_type {
+        MemoryType::Procedural => "Procedures and constraints",
+        MemoryType::Semantic => "Facts",
+        MemoryType::Episodic => "Experiences",
+        MemoryType::Affective => "Feelings",
+        MemoryType::Working => "Current work",
+    }
+}
+
+fn line(memory: &Memory) -> String {
+    let date = memory.occurred_at.format("%Y-%m-%d");
+    let content = memory
+        .content
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match &memory.title {
+        Some(title) => format!("- [{date}] {title}: {content}\n"),
+        None => format!("- [{date}] {content}\n"),
+    }
+}
+
+/// Assemble `ranked` (best first, with scores) into a block of at most `budget` tokens.
+pub fn assemble(ranked: &[(Memory, f64)], budget: usize) -> ContextBlock {
+    let limit = budget * 95 / 100;
+    let mut order: Vec<MemoryType> = Vec::new();
+    if ranked
+        .iter()
+        .any(|(m, _)| m.memory_type == MemoryType::Procedural)
+    {
+        order.push(MemoryType::Procedural);
+    }
+    for (memory, _) in ranked {
+        if !order.contains(&memory.memory_type) {
+            order.push(memory.memory_type);
+        }
+    }
+    let mut text = String::new();
+    let mut used = 0usize;
+    let mut injected = 0usize;
+    for memory_type in order {
+        let header = format!("## {}\n", heading(memory_type));
+        let header_tokens = estimate_tokens(&header);
+        let mut wrote_header = false;
+        for (memory, _) in ranked.iter().filter(|(m, _)| m.memory_type == memory_type) {
+            let entry = line(memory);
+            let cost = estimate_tokens(&entry) + if wrote_header { 0 } else { header_tokens };
+            if used + cost > limit {
+                continue;
+            }
+            if !wrote_header {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&header);
+                wrote_header = true;
+            }
+            text.push_str(&entry);
+            used += cost;
+            injected += 1;
+        }
+    }
+    let tokens_used = estimate_tokens(&text);
+    ContextBlock {
+        text,
+        injected,
+        tokens_used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::memory_fixture;
+    use chrono::Utc;
+
+    fn memory(content: &str, memory_type: MemoryType) -> Memory {
+        let mut m = memory_fixture("a", content, Utc::now());
+        m.memory_type = memory_type;
+        m
+    }
+
+    #[test]
+    fn procedures_come_first_then_groups_by_best_score() {
+        let ranked = vec![
+            (memory("We shipped v2 on Friday", MemoryType::Episodic), 0.9),
+            (
+                memory("The API limit is 500 req/min", MemoryType::Semantic),
+                0.8,
+            ),
+            (
+                memory(
+                    "Always run migrations before deploying",
+                    MemoryType::Procedural,
+                ),
+                0.2,
+            ),
+        ];
+        let block = assemble(&ranked, 1000);
+        let procedures = block.text.find("Procedures").unwrap();
+        let experiences = block.text.find("Experiences").unwrap();
+        let facts = block.text.find("Facts").unwrap();
+        assert!(
+            procedures < experiences && experiences < facts,
+            "{}",
+            block.text
+        );
+        assert_eq!(block.injected, 3);
+        assert!(block
+            .text
+            .contains(&Utc::now().format("%Y-%m-%d").to_string()));
+    }
+
+    #[test]
+    fn never_exceeds_the_budget() {
+        let ranked: Vec<(Memory, f64)> = (0..200)
+            .map(|n| {
+                (
+                    memory(
+                        &format!(
+                            "memory number {n} with a few more words to make it longer than a line"
+                        ),
+                        MemoryType::Episodic,
+                    ),
+                    1.0,
+                )
+            })
+            .collect();
+        for budget in [0, 5, 20, 64, 100, 333, 1000, 5000] {
+            let block = assemble(&ranked, budget);
+            assert!(
+                block.tokens_used <= budget,
+                "budget {budget}: used {}",
+                block.tokens_used
+            );
+        }
+        assert_eq!(assemble(&ranked, 0).injected, 0);
+        assert!(assemble(&ranked, 5000).injected > 100);
+    }
+
+    #[test]
+    fn a_long_memory_is_skipped_for_shorter_ones_that_fit() {
+        let long = "word ".repeat(500);
+        let ranked = vec![
+            (memory(&long, MemoryType::Semantic), 1.0),
+            (memory("short fact", MemoryType::Semantic), 0.5),
+        ];
+        let block = assemble(&ranked, 50);
+        assert_eq!(block.injected, 1);
+        assert!(block.text.contains("short fact"));
+    }
+}
