@@ -288,6 +288,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
                 include_shared: true,
                 debug: false,
                 time_range: None,
+                now: None,
             })
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;

@@ -406,6 +406,7 @@ async fn evaluate_in(settings: &Settings, samples: &[Sample]) -> anyhow::Result<
                     include_shared: false,
                     debug: false,
                     time_range: None,
+                    now: None,
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", question.text, e.message))?;

@@ -271,6 +271,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                     include_shared: true,
                     debug: false,
                     time_range: None,
+                    now: None,
                 })
                 .await
                 .map_err(user_error)?;

@@ -32,7 +32,7 @@ use crate::policy::consolidation::ForgetPolicy;
 use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::stats::{agent_stats, AgentStats};
-use crate::policy::time::TimeRange;
+use crate::policy::time::{find_time_expression, TimeRange};
 use crate::store::{
     EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory, VectorIndex,
     VectorQuery, WorkingItem, WorkingStore,
@@ -235,6 +235,8 @@ pub struct RecallInput {
     pub debug: bool,
     /// Only memories that occurred in this range (a resolved `time_query`).
     pub time_range: Option<TimeRange>,
+    /// The request's "now" for time expressions inside the query (default: the clock).
+    pub now: Option<DateTime<Utc>>,
 }
 
 /// One recalled memory.
@@ -1132,6 +1134,18 @@ impl Runtime {
             ));
         }
         validate_tags(&input.tags, limits, "tags")?;
+        // A time expression inside the question is a hint (a time retriever and a boost), not a filter.
+        let hinted = match input.time_range {
+            Some(_) => None,
+            None => find_time_expression(&input.query, input.now.unwrap_or_else(|| self.now())),
+        };
+        let search_text = hinted
+            .as_ref()
+            .filter(|found| !found.rest.trim().is_empty())
+            .map_or_else(|| input.query.clone(), |found| found.rest.clone());
+        let time_window = input
+            .time_range
+            .or(hinted.as_ref().map(|found| found.range));
         // A time filter discards out-of-range candidates afterwards, so fetch deeper.
         let fetch = if input.time_range.is_some() {
             (limit * 10 + 100).min(2000)
@@ -1148,11 +1162,11 @@ impl Runtime {
         let keyword_query = KeywordQuery {
             agent_id: input.agent_id.clone(),
             include_shared: input.include_shared,
-            text: input.query.clone(),
+            text: search_text.clone(),
             limit: fetch,
             occurred: input.time_range,
         };
-        let time_query = input.time_range.map(|range| ListQuery {
+        let time_query = time_window.map(|range| ListQuery {
             agent_id: Some(input.agent_id.clone()),
             memory_type: None,
             status: Some(MemoryStatus::Active),
@@ -1166,7 +1180,7 @@ impl Runtime {
                 ChildKind::Vectors,
                 |c| c.vectors.clone(),
                 |reply| VectorsMsg::Search {
-                    text: Some(input.query.clone()),
+                    text: Some(search_text.clone()),
                     query: vector_query.clone(),
                     reply,
                 }
@@ -1236,7 +1250,7 @@ impl Runtime {
         // The best possible fused score (rank 1 everywhere), to put relevance on 0..1.
         let max_fused = lists
             .iter()
-            .filter(|l| l.retriever != Retriever::Time || input.time_range.is_some())
+            .filter(|l| l.retriever != Retriever::Time || time_window.is_some())
             .map(|l| l.weight)
             .sum::<f64>()
             / (self.inner.config.rrf_k + 1.0);
@@ -1260,7 +1274,11 @@ impl Runtime {
                 let in_session =
                     input.session_id.is_some() && memory.session_id == input.session_id;
                 let relevance = hit.score / max_fused;
+                let in_hinted_time = hinted
+                    .as_ref()
+                    .is_some_and(|found| found.range.contains(memory.occurred_at));
                 let score = relevance
+                    * if in_hinted_time { 1.25 } else { 1.0 }
                     * (0.85 + 0.15 * f64::from(memory.importance))
                     * (0.9 + 0.1 * retention)
                     * if in_session { 1.1 } else { 1.0 }
@@ -1276,7 +1294,8 @@ impl Runtime {
                     matched_by: {
                         let mut matched: Vec<&'static str> =
                             hit.matched_by.iter().map(|r| r.as_str()).collect();
-                        if input.time_range.is_some() && !hit.matched_by.contains(&Retriever::Time)
+                        if (input.time_range.is_some() || in_hinted_time)
+                            && !hit.matched_by.contains(&Retriever::Time)
                         {
                             matched.push(Retriever::Time.as_str());
                         }

@@ -106,6 +106,7 @@ pub async fn recall(
             include_shared: body.include_shared.unwrap_or(true),
             debug,
             time_range,
+            now: body.now,
         })
         .await?;
     metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
@@ -150,6 +151,7 @@ pub async fn build_context(
             include_shared: body.include_shared.unwrap_or(true),
             debug: false,
             time_range: None,
+            now: None,
         })
         .await?;
     let mut stale_files: Vec<String> = Vec::new();

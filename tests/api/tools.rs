@@ -782,3 +782,42 @@ async fn build_context_fits_the_budget_puts_procedures_first_and_drops_stale_sou
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_expression_inside_the_query_ranks_that_period_first_without_filtering() {
+    let app = spawn_app().await;
+    let old = app
+        .remember(
+            "q",
+            "We discussed the database migration plan",
+            json!({"occurred_at": "2023-04-03T10:00:00Z"}),
+        )
+        .await;
+    let recent = app
+        .remember(
+            "q",
+            "We discussed the database migration rollback",
+            json!({"occurred_at": "2023-06-20T10:00:00Z"}),
+        )
+        .await;
+    let found = app
+        .recall(
+            "q",
+            "what did we discuss about the database migration last week",
+            json!({"now": "2023-06-26T09:00:00Z"}),
+        )
+        .await;
+    let results = found["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "a hint, not a filter");
+    assert_eq!(results[0]["memory"]["id"], recent["memory"]["id"]);
+    assert!(results[0]["matched_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m == "time"));
+    assert_eq!(results[1]["memory"]["id"], old["memory"]["id"]);
+    let april = app
+        .recall("q", "database migration in April 2023", json!({}))
+        .await;
+    assert_eq!(april["results"][0]["memory"]["id"], old["memory"]["id"]);
+}

@@ -204,6 +204,131 @@ pub fn parse_time_query(query: &str, now: DateTime<Utc>) -> Result<TimeRange, St
     })
 }
 
+/// Words a time expression inside free text starts with.
+const TIME_LEADS: &[&str] = &[
+    "yesterday",
+    "today",
+    "this",
+    "last",
+    "past",
+    "in",
+    "on",
+    "since",
+    "between",
+    "during",
+    "before",
+];
+
+/// A time expression found inside a query, and the query without it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundTime {
+    /// The resolved range.
+    pub range: TimeRange,
+    /// The words that expressed it.
+    pub phrase: String,
+    /// The query with the phrase removed (the rest of the question).
+    pub rest: String,
+}
+
+/// Find the longest time expression inside `query` ("what did we discuss last week",
+/// "notes from May 2023", "3 days ago"), resolved against `now`.
+pub fn find_time_expression(query: &str, now: DateTime<Utc>) -> Option<FoundTime> {
+    let words: Vec<&str> = query.split_whitespace().collect();
+    let clean = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+            .to_lowercase()
+    };
+    let cleaned: Vec<String> = words.iter().map(|w| clean(w)).collect();
+    let mut best: Option<(usize, usize, TimeRange)> = None;
+    for start in 0..cleaned.len() {
+        for end in (start + 1..=(start + 6).min(cleaned.len())).rev() {
+            let span = &cleaned[start..end];
+            let phrase = span.join(" ");
+            let range = if TIME_LEADS.contains(&span[0].as_str()) {
+                parse_time_query(&phrase, now)
+                    .ok()
+                    .or_else(|| month_without_year(span, now))
+            } else if span.len() == 3 && span[2] == "ago" {
+                ago(span, now)
+            } else if span.len() == 2 && month_number(&span[0]).is_some() && span[1].len() == 4 {
+                parse_date_span(&phrase)
+            } else {
+                None
+            };
+            if let Some(range) = range {
+                if best.as_ref().is_none_or(|(s, e, _)| end - start > e - s) {
+                    best = Some((start, end, range));
+                }
+                break;
+            }
+        }
+    }
+    let (start, end, range) = best?;
+    let rest: Vec<&str> = words[..start]
+        .iter()
+        .chain(&words[end..])
+        .copied()
+        .collect();
+    Some(FoundTime {
+        range,
+        phrase: words[start..end].join(" "),
+        rest: rest.join(" "),
+    })
+}
+
+/// "in May" / "during June": the latest such month that began before `now`.
+fn month_without_year(span: &[String], now: DateTime<Utc>) -> Option<TimeRange> {
+    let [lead, month] = span else { return None };
+    if !matches!(lead.as_str(), "in" | "during") || month.len() < 3 {
+        return None;
+    }
+    let number = month_number(month)?;
+    let today = now.date_naive();
+    let year = if number <= today.month() {
+        today.year()
+    } else {
+        today.year() - 1
+    };
+    let start = month_start(year, number)?;
+    Some(TimeRange {
+        start: midnight(start),
+        end: midnight(next_month(start)?),
+    })
+}
+
+/// "3 days ago", "two weeks ago" (digits only): the day, week or month that long ago.
+fn ago(span: &[String], now: DateTime<Utc>) -> Option<TimeRange> {
+    let count: i64 = span[0].parse().ok().filter(|n| (1..=10_000).contains(n))?;
+    let today = now.date_naive();
+    match span[1].trim_end_matches('s') {
+        "day" => {
+            let day = today - Duration::days(count);
+            Some(TimeRange {
+                start: midnight(day),
+                end: midnight(day.succ_opt()?),
+            })
+        }
+        "week" => {
+            let monday = today
+                - Duration::days(i64::from(today.weekday().num_days_from_monday()))
+                - Duration::weeks(count);
+            Some(TimeRange {
+                start: midnight(monday),
+                end: midnight(monday + Duration::days(7)),
+            })
+        }
+        "month" => {
+            let start = add_months(month_start(today.year(), today.month())?, -(count as i32))?;
+            Some(TimeRange {
+                start: midnight(start),
+                end: midnight(next_month(start)?),
+            })
+        }
+        "year" => parse_date_span(&(today.year() - count as i32).to_string()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,5 +463,31 @@ mod tests {
         assert!(parse_time_query("last 0 days", Utc::now()).is_err());
         assert!(parse_time_query("last 3 fortnights", Utc::now()).is_err());
         assert!(parse_date_span("31 February 2023").is_none());
+    }
+
+    #[test]
+    fn time_expressions_are_found_inside_questions() {
+        let now = at("2024-03-13T12:00:00Z");
+        let found =
+            find_time_expression("What did we discuss last week about pricing?", now).unwrap();
+        assert_eq!(found.phrase, "last week");
+        assert_eq!(found.rest, "What did we discuss about pricing?");
+        assert_eq!(found.range.start, at("2024-03-04T00:00:00Z"));
+        let may = find_time_expression("notes from the offsite in May 2023", now).unwrap();
+        assert_eq!(
+            (may.range.start, may.range.end),
+            (at("2023-05-01T00:00:00Z"), at("2023-06-01T00:00:00Z"))
+        );
+        assert_eq!(may.rest, "notes from the offsite");
+        let recent_may = find_time_expression("what happened in May", now).unwrap();
+        assert_eq!(
+            recent_may.range.start,
+            at("2023-05-01T00:00:00Z"),
+            "the latest May that has begun"
+        );
+        let ago = find_time_expression("the bug we fixed 3 days ago", now).unwrap();
+        assert_eq!(ago.range.start, at("2024-03-10T00:00:00Z"));
+        assert!(find_time_expression("what is the last item in the list", now).is_none());
+        assert!(find_time_expression("how do I deploy", now).is_none());
     }
 }
