@@ -36,6 +36,8 @@ pub struct Settings {
     pub memory: MemorySettings,
     /// Retention curve.
     pub retention: RetentionSettings,
+    /// Recall fusion.
+    pub recall: RecallConfig,
     /// Deduplication.
     pub dedup: DedupSettings,
     /// Contradiction detection.
@@ -136,6 +138,26 @@ pub struct MemorySettings {
 pub struct RetentionSettings {
     /// k of the retention curve.
     pub scale_days: f64,
+}
+
+/// `[recall]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallConfig {
+    /// Vector retriever weight.
+    pub vector_weight: f64,
+    /// Keyword retriever weight.
+    pub keyword_weight: f64,
+    /// Time retriever weight.
+    pub time_weight: f64,
+    /// Graph/session neighbour weight.
+    pub neighbour_weight: f64,
+    /// Hits expanded with neighbours.
+    pub expansion_seeds: usize,
+    /// Session neighbours per side.
+    pub session_radius: usize,
+    /// Re-rank by importance, retention, session and scope.
+    pub rerank: bool,
 }
 
 /// `[dedup]`.
@@ -341,6 +363,22 @@ impl Settings {
         if !(0.0..=1.0).contains(&self.memory.default_importance) {
             return Err(bad("memory.default_importance", "must be between 0 and 1"));
         }
+        for (key, weight) in [
+            ("recall.vector_weight", self.recall.vector_weight),
+            ("recall.keyword_weight", self.recall.keyword_weight),
+            ("recall.time_weight", self.recall.time_weight),
+            ("recall.neighbour_weight", self.recall.neighbour_weight),
+        ] {
+            if !(0.0..=10.0).contains(&weight) {
+                return Err(bad(key, "must be between 0 and 10"));
+            }
+        }
+        if self.recall.vector_weight == 0.0 && self.recall.keyword_weight == 0.0 {
+            return Err(bad("recall.keyword_weight", "vector and keyword weights cannot both be 0"));
+        }
+        if self.recall.expansion_seeds > 50 || self.recall.session_radius > 10 {
+            return Err(bad("recall.expansion_seeds", "expansion_seeds ≤ 50 and session_radius ≤ 10"));
+        }
         if !(0.5..=1.0).contains(&self.dedup.threshold) {
             return Err(bad("dedup.threshold", "must be between 0.5 and 1"));
         }
@@ -425,6 +463,15 @@ impl Settings {
             touch_flush_interval: Duration::from_secs(1),
             default_importance: self.memory.default_importance,
             rrf_k: 60.0,
+            recall: mnemos_actors::runtime::RecallSettings {
+                vector_weight: self.recall.vector_weight,
+                keyword_weight: self.recall.keyword_weight,
+                time_weight: self.recall.time_weight,
+                neighbour_weight: self.recall.neighbour_weight,
+                expansion_seeds: self.recall.expansion_seeds,
+                session_radius: self.recall.session_radius,
+                rerank: self.recall.rerank,
+            },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_secs(2),

@@ -33,6 +33,9 @@ pub struct LocomoArgs {
     /// Keep the evaluation's data directory.
     #[arg(long)]
     pub keep: bool,
+    /// Turn a recall component off, for ablations (repeatable): vector, keyword, time, neighbours, rerank.
+    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "rerank"])]
+    pub without: Vec<String>,
 }
 
 /// One stored turn.
@@ -352,6 +355,15 @@ pub async fn evaluate(settings: &Settings, args: &LocomoArgs) -> anyhow::Result<
     }
     if let Some(dir) = &args.model_dir {
         settings.embedding.model_dir = dir.clone();
+    }
+    for component in &args.without {
+        match component.as_str() {
+            "vector" => settings.recall.vector_weight = 0.0,
+            "keyword" => settings.recall.keyword_weight = 0.0,
+            "time" => settings.recall.time_weight = 0.0,
+            "neighbours" => settings.recall.neighbour_weight = 0.0,
+            _ => settings.recall.rerank = false,
+        }
     }
     settings.validate().map_err(|e| anyhow::anyhow!(e.0))?;
     let dir = std::env::temp_dir().join(format!("mnemos-eval-{}", uuid::Uuid::now_v7()));

@@ -72,6 +72,31 @@ impl Default for Limits {
     }
 }
 
+/// How recall combines its retrievers.
+#[derive(Debug, Clone, Copy)]
+pub struct RecallSettings {
+    /// RRF weight of the vector retriever (0 disables it).
+    pub vector_weight: f64,
+    /// RRF weight of the keyword retriever (0 disables it).
+    pub keyword_weight: f64,
+    /// RRF weight of the time retriever.
+    pub time_weight: f64,
+    /// RRF weight of graph and session neighbours of the strongest hits (0 disables expansion).
+    pub neighbour_weight: f64,
+    /// How many of the strongest hits are expanded.
+    pub expansion_seeds: usize,
+    /// Session neighbours taken on each side of a seed.
+    pub session_radius: usize,
+    /// Re-rank with importance, retention, session and scope (false: fused relevance only).
+    pub rerank: bool,
+}
+
+impl Default for RecallSettings {
+    fn default() -> Self {
+        Self { vector_weight: 1.0, keyword_weight: 1.0, time_weight: 0.5, neighbour_weight: 0.5, expansion_seeds: 5, session_radius: 1, rerank: true }
+    }
+}
+
 /// Tunables of the runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -95,6 +120,8 @@ pub struct RuntimeConfig {
     pub default_importance: f32,
     /// RRF constant k.
     pub rrf_k: f64,
+    /// Retriever weights and expansion.
+    pub recall: RecallSettings,
     /// Cosine similarity at or above which a new memory of the same type is a near-duplicate.
     pub dedup_threshold: f32,
     /// Similarity from which a semantic/procedural memory is checked for contradiction.
@@ -120,6 +147,7 @@ impl Default for RuntimeConfig {
             touch_flush_interval: Duration::from_secs(1),
             default_importance: 0.5,
             rrf_k: 60.0,
+            recall: RecallSettings::default(),
             dedup_threshold: 0.92,
             contradiction_min_similarity: 0.6,
             arbiter_timeout: Duration::from_secs(2),
@@ -999,6 +1027,42 @@ impl Runtime {
             .collect()
     }
 
+    /// Association-graph neighbours and session neighbours of `seeds`, strongest seed first.
+    async fn neighbours(&self, agent: &AgentId, seeds: &[MemoryId], radius: usize) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        let (edges, in_session) = tokio::join!(
+            self.ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: seeds.to_vec(),
+                depth: 1,
+                max_edges: 200,
+                reply,
+            }),
+            self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::SessionNeighbours {
+                ids: seeds.to_vec(),
+                radius,
+                reply,
+            }),
+        );
+        let edges = edges?;
+        let mut ranked: Vec<(MemoryId, f64)> = Vec::new();
+        for seed in seeds {
+            let mut linked: Vec<(MemoryId, f64)> = edges
+                .iter()
+                .filter_map(|e| {
+                    let other = if e.from_id == *seed { &e.to_id } else if e.to_id == *seed { &e.from_id } else { return None };
+                    // A supersedes edge leads to an outdated memory; not a useful neighbour.
+                    (e.relation != "supersedes").then(|| (other.clone(), f64::from(e.weight)))
+                })
+                .collect();
+            linked.sort_by(|a, b| b.1.total_cmp(&a.1));
+            ranked.extend(linked);
+        }
+        ranked.extend(in_session?.into_iter().map(|id| (id, 1.0)));
+        let mut seen: std::collections::HashSet<MemoryId> = seeds.iter().cloned().collect();
+        ranked.retain(|(id, _)| seen.insert(id.clone()));
+        Ok(ranked)
+    }
+
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -1210,10 +1274,11 @@ impl Runtime {
                 }
             }),
         );
-        let lists = vec![
+        let settings = self.inner.config.recall;
+        let mut lists = vec![
             RankedList {
                 retriever: Retriever::Vector,
-                weight: 1.0,
+                weight: settings.vector_weight,
                 hits: vector_hits?
                     .into_iter()
                     .map(|(id, s)| (id, f64::from(s)))
@@ -1221,17 +1286,26 @@ impl Runtime {
             },
             RankedList {
                 retriever: Retriever::Keyword,
-                weight: 1.0,
+                weight: settings.keyword_weight,
                 hits: keyword_hits?,
             },
             // The most recent memories of the range, so a query with no matching words still finds them.
             RankedList {
                 retriever: Retriever::Time,
-                weight: 0.5,
+                weight: settings.time_weight,
                 hits: time_hits?.into_iter().map(|m| (m.id, 1.0)).collect(),
             },
         ];
+        lists.retain(|l| l.weight > 0.0);
         let mut fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
+        let mut expand_ms = 0.0;
+        if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !fused.is_empty() {
+            let seeds: Vec<MemoryId> = fused.iter().take(settings.expansion_seeds).map(|h| h.id.clone()).collect();
+            let (neighbours, took) = timed(self.neighbours(&input.agent_id, &seeds, settings.session_radius)).await;
+            expand_ms = took;
+            lists.push(RankedList { retriever: Retriever::Graph, weight: settings.neighbour_weight, hits: neighbours? });
+            fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
+        }
         // Only the best candidates are worth reading back; filters rarely drop many of them.
         fused.truncate(fetch);
         let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
@@ -1251,6 +1325,7 @@ impl Runtime {
         let max_fused = lists
             .iter()
             .filter(|l| l.retriever != Retriever::Time || time_window.is_some())
+            .filter(|l| l.retriever != Retriever::Graph)
             .map(|l| l.weight)
             .sum::<f64>()
             / (self.inner.config.rrf_k + 1.0);
@@ -1277,7 +1352,10 @@ impl Runtime {
                 let in_hinted_time = hinted
                     .as_ref()
                     .is_some_and(|found| found.range.contains(memory.occurred_at));
-                let score = relevance
+                let score = if !settings.rerank {
+                    relevance
+                } else {
+                    relevance
                     * if in_hinted_time { 1.25 } else { 1.0 }
                     * (0.85 + 0.15 * f64::from(memory.importance))
                     * (0.9 + 0.1 * retention)
@@ -1286,7 +1364,8 @@ impl Runtime {
                         1.0
                     } else {
                         0.9
-                    };
+                    }
+                };
                 Some(RecallHit {
                     memory: memory.clone(),
                     score,
@@ -1329,6 +1408,7 @@ impl Runtime {
             hits,
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
             timings_ms: vec![
+                ("expand", expand_ms),
                 ("vector", vector_ms),
                 ("keyword", keyword_ms),
                 ("time", time_ms),

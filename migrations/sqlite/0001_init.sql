@@ -27,6 +27,7 @@ CREATE TABLE memories (
 );
 CREATE INDEX memories_by_agent ON memories (agent_id, id);
 CREATE INDEX memories_by_agent_status ON memories (agent_id, status, memory_type);
+CREATE INDEX memories_by_session ON memories (agent_id, session_id, id);
 CREATE INDEX memories_shared ON memories (shared) WHERE shared = 1;
 CREATE INDEX memories_by_content_hash ON memories (agent_id, content_hash) WHERE status = 'active';
 

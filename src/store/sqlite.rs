@@ -374,6 +374,24 @@ impl MemoryStore for SqliteStore {
         Ok(found)
     }
 
+    async fn session_neighbours(&self, memory: &Memory, radius: usize) -> MemoryResult<Vec<MemoryId>> {
+        let Some(session) = &memory.session_id else { return Ok(Vec::new()) };
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT id FROM (SELECT id FROM memories WHERE agent_id = ?1 AND session_id = ?2 AND status = 'active' AND id < ?3 \
+             ORDER BY id DESC LIMIT ?4) \
+             UNION ALL SELECT id FROM (SELECT id FROM memories WHERE agent_id = ?1 AND session_id = ?2 AND status = 'active' AND id > ?3 \
+             ORDER BY id LIMIT ?4)",
+        )
+        .bind(memory.agent_id.as_str())
+        .bind(session.as_str())
+        .bind(memory.id.as_str())
+        .bind(radius as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(rows.into_iter().map(|(id,)| MemoryId(id)).collect())
+    }
+
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?"

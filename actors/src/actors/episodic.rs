@@ -42,6 +42,8 @@ pub enum EpisodicMsg {
         at: DateTime<Utc>,
         reply: Reply<()>,
     },
+    /// Neighbouring memories of several memories in their sessions, in the order of `ids`.
+    SessionNeighbours { ids: Vec<MemoryId>, radius: usize, reply: Reply<Vec<MemoryId>> },
     /// Read several memories.
     GetMany {
         ids: Vec<MemoryId>,
@@ -205,6 +207,16 @@ impl Actor for EpisodicActor {
                 reply,
             } => answer_in_task(reply, async move {
                 store.find_by_content_hash(&agent, &hashes).await
+            }),
+            EpisodicMsg::SessionNeighbours { ids, radius, reply } => answer_in_task(reply, async move {
+                let memories = store.get_many(&ids).await?;
+                let mut neighbours = Vec::new();
+                for id in &ids {
+                    if let Some(memory) = memories.iter().find(|m| m.id == *id) {
+                        neighbours.extend(store.session_neighbours(memory, radius).await?);
+                    }
+                }
+                Ok(neighbours)
             }),
             EpisodicMsg::Get { id, reply } => {
                 answer_in_task(reply, async move { store.get(&id).await })
