@@ -374,10 +374,16 @@ impl Settings {
             }
         }
         if self.recall.vector_weight == 0.0 && self.recall.keyword_weight == 0.0 {
-            return Err(bad("recall.keyword_weight", "vector and keyword weights cannot both be 0"));
+            return Err(bad(
+                "recall.keyword_weight",
+                "vector and keyword weights cannot both be 0",
+            ));
         }
         if self.recall.expansion_seeds > 50 || self.recall.session_radius > 10 {
-            return Err(bad("recall.expansion_seeds", "expansion_seeds ≤ 50 and session_radius ≤ 10"));
+            return Err(bad(
+                "recall.expansion_seeds",
+                "expansion_seeds ≤ 50 and session_radius ≤ 10",
+            ));
         }
         if !(0.5..=1.0).contains(&self.dedup.threshold) {
             return Err(bad("dedup.threshold", "must be between 0.5 and 1"));

@@ -93,7 +93,15 @@ pub struct RecallSettings {
 
 impl Default for RecallSettings {
     fn default() -> Self {
-        Self { vector_weight: 1.0, keyword_weight: 1.0, time_weight: 0.5, neighbour_weight: 0.5, expansion_seeds: 5, session_radius: 1, rerank: true }
+        Self {
+            vector_weight: 1.0,
+            keyword_weight: 1.0,
+            time_weight: 0.5,
+            neighbour_weight: 0.5,
+            expansion_seeds: 5,
+            session_radius: 1,
+            rerank: true,
+        }
     }
 }
 
@@ -790,17 +798,22 @@ impl Runtime {
             .iter()
             .map(|(m, _)| normalized_hash(&m.content))
             .collect();
-        let stored = self
-            .ask(
+        // Look up exact duplicates while embedding everything: exact duplicates are rare, the saved round trip is not.
+        let (stored, all_embeddings) = tokio::join!(
+            self.ask(
                 ChildKind::Episodic,
                 |c| c.episodic.clone(),
                 |reply| EpisodicMsg::FindByContentHash {
                     agent: agent.clone(),
                     hashes: hashes.clone(),
                     reply,
-                },
-            )
-            .await?;
+                }
+            ),
+            self.embed(built.iter().map(|(m, _)| embedding_text(m)).collect()),
+        );
+        let stored = stored?;
+        let mut all_embeddings: Vec<Option<Vec<f32>>> =
+            all_embeddings?.into_iter().map(Some).collect();
         let stored_by_hash: HashMap<&str, &MemoryId> =
             stored.iter().map(|(h, m)| (h.as_str(), &m.id)).collect();
         let mut duplicate_of: Vec<Option<MemoryId>> = vec![None; built.len()];
@@ -819,12 +832,10 @@ impl Runtime {
         let fresh: Vec<usize> = (0..built.len())
             .filter(|i| duplicate_of[*i].is_none())
             .collect();
-        let embeddings = if fresh.is_empty() {
-            Vec::new()
-        } else {
-            self.embed(fresh.iter().map(|i| embedding_text(&built[*i].0)).collect())
-                .await?
-        };
+        let embeddings: Vec<Vec<f32>> = fresh
+            .iter()
+            .map(|i| all_embeddings[*i].take().unwrap_or_default())
+            .collect();
         let queries: Vec<VectorQuery> = fresh
             .iter()
             .zip(&embeddings)
@@ -1028,20 +1039,33 @@ impl Runtime {
     }
 
     /// Association-graph neighbours and session neighbours of `seeds`, strongest seed first.
-    async fn neighbours(&self, agent: &AgentId, seeds: &[MemoryId], radius: usize) -> MemoryResult<Vec<(MemoryId, f64)>> {
+    async fn neighbours(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        radius: usize,
+    ) -> MemoryResult<Vec<(MemoryId, f64)>> {
         let (edges, in_session) = tokio::join!(
-            self.ask(ChildKind::Graph, |c| c.graph.clone(), |reply| GraphMsg::Around {
-                agent: agent.clone(),
-                seeds: seeds.to_vec(),
-                depth: 1,
-                max_edges: 200,
-                reply,
-            }),
-            self.ask(ChildKind::Episodic, |c| c.episodic.clone(), |reply| EpisodicMsg::SessionNeighbours {
-                ids: seeds.to_vec(),
-                radius,
-                reply,
-            }),
+            self.ask(
+                ChildKind::Graph,
+                |c| c.graph.clone(),
+                |reply| GraphMsg::Around {
+                    agent: agent.clone(),
+                    seeds: seeds.to_vec(),
+                    depth: 1,
+                    max_edges: 200,
+                    reply,
+                }
+            ),
+            self.ask(
+                ChildKind::Episodic,
+                |c| c.episodic.clone(),
+                |reply| EpisodicMsg::SessionNeighbours {
+                    ids: seeds.to_vec(),
+                    radius,
+                    reply,
+                }
+            ),
         );
         let edges = edges?;
         let mut ranked: Vec<(MemoryId, f64)> = Vec::new();
@@ -1049,7 +1073,13 @@ impl Runtime {
             let mut linked: Vec<(MemoryId, f64)> = edges
                 .iter()
                 .filter_map(|e| {
-                    let other = if e.from_id == *seed { &e.to_id } else if e.to_id == *seed { &e.from_id } else { return None };
+                    let other = if e.from_id == *seed {
+                        &e.to_id
+                    } else if e.to_id == *seed {
+                        &e.from_id
+                    } else {
+                        return None;
+                    };
                     // A supersedes edge leads to an outdated memory; not a useful neighbour.
                     (e.relation != "supersedes").then(|| (other.clone(), f64::from(e.weight)))
                 })
@@ -1300,10 +1330,19 @@ impl Runtime {
         let mut fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
         let mut expand_ms = 0.0;
         if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !fused.is_empty() {
-            let seeds: Vec<MemoryId> = fused.iter().take(settings.expansion_seeds).map(|h| h.id.clone()).collect();
-            let (neighbours, took) = timed(self.neighbours(&input.agent_id, &seeds, settings.session_radius)).await;
+            let seeds: Vec<MemoryId> = fused
+                .iter()
+                .take(settings.expansion_seeds)
+                .map(|h| h.id.clone())
+                .collect();
+            let (neighbours, took) =
+                timed(self.neighbours(&input.agent_id, &seeds, settings.session_radius)).await;
             expand_ms = took;
-            lists.push(RankedList { retriever: Retriever::Graph, weight: settings.neighbour_weight, hits: neighbours? });
+            lists.push(RankedList {
+                retriever: Retriever::Graph,
+                weight: settings.neighbour_weight,
+                hits: neighbours?,
+            });
             fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
         }
         // Only the best candidates are worth reading back; filters rarely drop many of them.
@@ -1356,15 +1395,15 @@ impl Runtime {
                     relevance
                 } else {
                     relevance
-                    * if in_hinted_time { 1.25 } else { 1.0 }
-                    * (0.85 + 0.15 * f64::from(memory.importance))
-                    * (0.9 + 0.1 * retention)
-                    * if in_session { 1.1 } else { 1.0 }
-                    * if memory.agent_id == input.agent_id {
-                        1.0
-                    } else {
-                        0.9
-                    }
+                        * if in_hinted_time { 1.25 } else { 1.0 }
+                        * (0.85 + 0.15 * f64::from(memory.importance))
+                        * (0.9 + 0.1 * retention)
+                        * if in_session { 1.1 } else { 1.0 }
+                        * if memory.agent_id == input.agent_id {
+                            1.0
+                        } else {
+                            0.9
+                        }
                 };
                 Some(RecallHit {
                     memory: memory.clone(),

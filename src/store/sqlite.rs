@@ -374,8 +374,14 @@ impl MemoryStore for SqliteStore {
         Ok(found)
     }
 
-    async fn session_neighbours(&self, memory: &Memory, radius: usize) -> MemoryResult<Vec<MemoryId>> {
-        let Some(session) = &memory.session_id else { return Ok(Vec::new()) };
+    async fn session_neighbours(
+        &self,
+        memory: &Memory,
+        radius: usize,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let Some(session) = &memory.session_id else {
+            return Ok(Vec::new());
+        };
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT id FROM (SELECT id FROM memories WHERE agent_id = ?1 AND session_id = ?2 AND status = 'active' AND id < ?3 \
              ORDER BY id DESC LIMIT ?4) \

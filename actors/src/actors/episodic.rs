@@ -43,7 +43,11 @@ pub enum EpisodicMsg {
         reply: Reply<()>,
     },
     /// Neighbouring memories of several memories in their sessions, in the order of `ids`.
-    SessionNeighbours { ids: Vec<MemoryId>, radius: usize, reply: Reply<Vec<MemoryId>> },
+    SessionNeighbours {
+        ids: Vec<MemoryId>,
+        radius: usize,
+        reply: Reply<Vec<MemoryId>>,
+    },
     /// Read several memories.
     GetMany {
         ids: Vec<MemoryId>,
@@ -208,16 +212,18 @@ impl Actor for EpisodicActor {
             } => answer_in_task(reply, async move {
                 store.find_by_content_hash(&agent, &hashes).await
             }),
-            EpisodicMsg::SessionNeighbours { ids, radius, reply } => answer_in_task(reply, async move {
-                let memories = store.get_many(&ids).await?;
-                let mut neighbours = Vec::new();
-                for id in &ids {
-                    if let Some(memory) = memories.iter().find(|m| m.id == *id) {
-                        neighbours.extend(store.session_neighbours(memory, radius).await?);
+            EpisodicMsg::SessionNeighbours { ids, radius, reply } => {
+                answer_in_task(reply, async move {
+                    let memories = store.get_many(&ids).await?;
+                    let mut neighbours = Vec::new();
+                    for id in &ids {
+                        if let Some(memory) = memories.iter().find(|m| m.id == *id) {
+                            neighbours.extend(store.session_neighbours(memory, radius).await?);
+                        }
                     }
-                }
-                Ok(neighbours)
-            }),
+                    Ok(neighbours)
+                })
+            }
             EpisodicMsg::Get { id, reply } => {
                 answer_in_task(reply, async move { store.get(&id).await })
             }

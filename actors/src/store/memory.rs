@@ -146,13 +146,31 @@ impl MemoryStore for InMemoryMemoryStore {
             .collect())
     }
 
-    async fn session_neighbours(&self, memory: &Memory, radius: usize) -> MemoryResult<Vec<MemoryId>> {
-        let Some(session) = &memory.session_id else { return Ok(Vec::new()) };
+    async fn session_neighbours(
+        &self,
+        memory: &Memory,
+        radius: usize,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let Some(session) = &memory.session_id else {
+            return Ok(Vec::new());
+        };
         let rows = self.rows.read().map_err(lock_error)?;
-        let same = |r: &&Row| r.memory.agent_id == memory.agent_id && r.memory.session_id.as_ref() == Some(session) && r.memory.status == MemoryStatus::Active;
-        let before = rows.range(..memory.id.clone()).rev().map(|(_, r)| r).filter(same).take(radius);
+        let same = |r: &&Row| {
+            r.memory.agent_id == memory.agent_id
+                && r.memory.session_id.as_ref() == Some(session)
+                && r.memory.status == MemoryStatus::Active
+        };
+        let before = rows
+            .range(..memory.id.clone())
+            .rev()
+            .map(|(_, r)| r)
+            .filter(same)
+            .take(radius);
         let after = rows
-            .range((std::ops::Bound::Excluded(memory.id.clone()), std::ops::Bound::Unbounded))
+            .range((
+                std::ops::Bound::Excluded(memory.id.clone()),
+                std::ops::Bound::Unbounded,
+            ))
             .map(|(_, r)| r)
             .filter(same)
             .take(radius);

@@ -95,7 +95,11 @@ pub trait MemoryStore: Send + Sync + 'static {
     ) -> MemoryResult<Vec<(String, Memory)>>;
     /// Ids of the memories stored just before and just after `memory` in its session
     /// (by creation order), at most `radius` on each side, nearest first.
-    async fn session_neighbours(&self, memory: &Memory, radius: usize) -> MemoryResult<Vec<MemoryId>>;
+    async fn session_neighbours(
+        &self,
+        memory: &Memory,
+        radius: usize,
+    ) -> MemoryResult<Vec<MemoryId>>;
     /// Several memories by id (missing ones are skipped; order not guaranteed).
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
     /// Browse, newest first.
