@@ -94,7 +94,7 @@ pub struct RecallSettings {
 impl Default for RecallSettings {
     fn default() -> Self {
         Self {
-            vector_weight: 1.0,
+            vector_weight: 0.5,
             keyword_weight: 1.0,
             time_weight: 0.5,
             neighbour_weight: 0.5,
