@@ -1088,7 +1088,8 @@ impl Runtime {
             ranked.extend(linked);
         }
         ranked.extend(in_session?.into_iter().map(|id| (id, 1.0)));
-        let mut seen: std::collections::HashSet<MemoryId> = seeds.iter().cloned().collect();
+        // A seed linked to another seed keeps the link: connection is evidence of relevance.
+        let mut seen = std::collections::HashSet::new();
         ranked.retain(|(id, _)| seen.insert(id.clone()));
         Ok(ranked)
     }

@@ -821,3 +821,88 @@ async fn a_time_expression_inside_the_query_ranks_that_period_first_without_filt
         .await;
     assert_eq!(april["results"][0]["memory"]["id"], old["memory"]["id"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_brings_associated_memories_and_session_neighbours_of_strong_hits() {
+    let app = spawn_app().await;
+    let hit = app
+        .remember(
+            "n",
+            "The Falcon project kickoff is on Monday",
+            json!({"type": "episodic"}),
+        )
+        .await;
+    let linked = app
+        .remember(
+            "n",
+            "Budget approval came from Dana",
+            json!({"type": "episodic"}),
+        )
+        .await;
+    assert_status(
+        app.post("/tools/associate", &json!({"agent_id": "n", "from_id": hit["memory"]["id"], "to_id": linked["memory"]["id"], "weight": 0.9})).await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let before = app
+        .remember(
+            "n",
+            "Welcome everyone, let's start",
+            json!({"session_id": "standup", "type": "episodic"}),
+        )
+        .await;
+    let turn = app
+        .remember(
+            "n",
+            "Ravens migrate north in spring",
+            json!({"session_id": "standup", "type": "episodic"}),
+        )
+        .await;
+    let after = app
+        .remember(
+            "n",
+            "Sounds good to me",
+            json!({"session_id": "standup", "type": "episodic"}),
+        )
+        .await;
+
+    let found = app
+        .recall("n", "falcon project kickoff", json!({"limit": 5}))
+        .await;
+    let results = found["results"].as_array().unwrap();
+    let linked_hit = results
+        .iter()
+        .find(|r| r["memory"]["id"] == linked["memory"]["id"])
+        .expect("the associated memory is recalled");
+    assert!(
+        linked_hit["matched_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "graph"),
+        "{linked_hit}"
+    );
+
+    for n in 0..15 {
+        app.remember(
+            "n",
+            &format!("Quarterly meeting notes about budget item {n}"),
+            json!({"type": "episodic"}),
+        )
+        .await;
+    }
+    let found = app
+        .recall("n", "ravens migrate north", json!({"limit": 3}))
+        .await;
+    let ids: Vec<&serde_json::Value> = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["memory"]["id"])
+        .collect();
+    assert_eq!(ids[0], &turn["memory"]["id"]);
+    assert!(
+        ids.contains(&&before["memory"]["id"]) && ids.contains(&&after["memory"]["id"]),
+        "neighbouring turns of the session come along"
+    );
+}
