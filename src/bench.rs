@@ -279,16 +279,8 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         let started = Instant::now();
         let outcome = runtime
             .recall(RecallInput {
-                agent_id: agents[n % agents.len()].clone(),
-                query,
-                types: vec![],
                 limit: Some(10),
-                session_id: None,
-                tags: vec![],
-                include_shared: true,
-                debug: false,
-                time_range: None,
-                now: None,
+                ..RecallInput::new(agents[n % agents.len()].clone(), query)
             })
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;

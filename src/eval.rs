@@ -409,16 +409,9 @@ async fn evaluate_in(settings: &Settings, samples: &[Sample]) -> anyhow::Result<
         for question in &sample.questions {
             let outcome = runtime
                 .recall(RecallInput {
-                    agent_id: agent.clone(),
-                    query: question.text.clone(),
-                    types: vec![],
                     limit: Some(20),
-                    session_id: None,
-                    tags: vec![],
                     include_shared: false,
-                    debug: false,
-                    time_range: None,
-                    now: None,
+                    ..RecallInput::new(agent.clone(), question.text.clone())
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", question.text, e.message))?;

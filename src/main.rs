@@ -262,16 +262,8 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             let agent = AgentId::parse(&agent).map_err(user_error)?;
             let outcome = runtime
                 .recall(RecallInput {
-                    agent_id: agent,
-                    query,
-                    types: vec![],
                     limit: Some(limit),
-                    session_id: None,
-                    tags: vec![],
-                    include_shared: true,
-                    debug: false,
-                    time_range: None,
-                    now: None,
+                    ..RecallInput::new(agent, query)
                 })
                 .await
                 .map_err(user_error)?;

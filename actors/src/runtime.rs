@@ -275,6 +275,24 @@ pub struct RecallInput {
     pub now: Option<DateTime<Utc>>,
 }
 
+impl RecallInput {
+    /// A plain query: all types, 10 results, shared memories included, no filters.
+    pub fn new(agent_id: AgentId, query: impl Into<String>) -> Self {
+        Self {
+            agent_id,
+            query: query.into(),
+            types: Vec::new(),
+            limit: None,
+            session_id: None,
+            tags: Vec::new(),
+            include_shared: true,
+            debug: false,
+            time_range: None,
+            now: None,
+        }
+    }
+}
+
 /// One recalled memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecallHit {
@@ -444,13 +462,7 @@ impl Runtime {
 
     /// Stop every actor after flushing pending reinforcement and checkpointing the store.
     pub async fn shutdown(&self) -> MemoryResult<()> {
-        let flushed = self
-            .ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::Flush { reply },
-            )
-            .await;
+        let flushed = self.episodic(|reply| EpisodicMsg::Flush { reply }).await;
         let _ = self
             .inner
             .supervisor
@@ -535,15 +547,55 @@ impl Runtime {
         }
     }
 
+    /// Call the episodic actor (retrying while it restarts).
+    async fn episodic<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> EpisodicMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Episodic, |c| c.episodic.clone(), build)
+            .await
+    }
+
+    /// Call the vector actor (retrying while it restarts).
+    async fn vectors<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> VectorsMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Vectors, |c| c.vectors.clone(), build)
+            .await
+    }
+
+    /// Call the graph actor (retrying while it restarts).
+    async fn graph<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> GraphMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Graph, |c| c.graph.clone(), build).await
+    }
+
+    /// Call the working-memory actor (retrying while it restarts).
+    async fn working<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> WorkingMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Working, |c| c.working.clone(), build)
+            .await
+    }
+
+    /// Call the consolidator actor (retrying while it restarts).
+    async fn consolidator<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> ConsolidatorMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Consolidator, |c| c.consolidator.clone(), build)
+            .await
+    }
+
     async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
-        self.ask(
-            ChildKind::Vectors,
-            |c| c.vectors.clone(),
-            |reply| VectorsMsg::Embed {
-                texts: texts.clone(),
-                reply,
-            },
-        )
+        self.vectors(|reply| VectorsMsg::Embed {
+            texts: texts.clone(),
+            reply,
+        })
         .await
     }
 
@@ -551,14 +603,10 @@ impl Runtime {
     async fn project_vectors(&self, upsert: Vec<EmbeddingRecord>, remove: Vec<MemoryId>) {
         if !remove.is_empty() {
             if let Err(error) = self
-                .ask(
-                    ChildKind::Vectors,
-                    |c| c.vectors.clone(),
-                    |reply| VectorsMsg::Remove {
-                        ids: remove.clone(),
-                        reply,
-                    },
-                )
+                .vectors(|reply| VectorsMsg::Remove {
+                    ids: remove.clone(),
+                    reply,
+                })
                 .await
             {
                 tracing::warn!(%error, "vector index removal deferred to the next rebuild");
@@ -566,14 +614,10 @@ impl Runtime {
         }
         if !upsert.is_empty() {
             if let Err(error) = self
-                .ask(
-                    ChildKind::Vectors,
-                    |c| c.vectors.clone(),
-                    |reply| VectorsMsg::Upsert {
-                        entries: upsert.clone(),
-                        reply,
-                    },
-                )
+                .vectors(|reply| VectorsMsg::Upsert {
+                    entries: upsert.clone(),
+                    reply,
+                })
                 .await
             {
                 tracing::warn!(%error, "vector index update deferred to the next rebuild");
@@ -800,15 +844,11 @@ impl Runtime {
             .collect();
         // Look up exact duplicates while embedding everything: exact duplicates are rare, the saved round trip is not.
         let (stored, all_embeddings) = tokio::join!(
-            self.ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::FindByContentHash {
-                    agent: agent.clone(),
-                    hashes: hashes.clone(),
-                    reply,
-                }
-            ),
+            self.episodic(|reply| EpisodicMsg::FindByContentHash {
+                agent: agent.clone(),
+                hashes: hashes.clone(),
+                reply,
+            }),
             self.embed(built.iter().map(|(m, _)| embedding_text(m)).collect()),
         );
         let stored = stored?;
@@ -858,14 +898,10 @@ impl Runtime {
         let neighbours = if queries.is_empty() {
             Vec::new()
         } else {
-            self.ask(
-                ChildKind::Vectors,
-                |c| c.vectors.clone(),
-                |reply| VectorsMsg::SearchMany {
-                    queries: queries.clone(),
-                    reply,
-                },
-            )
+            self.vectors(|reply| VectorsMsg::SearchMany {
+                queries: queries.clone(),
+                reply,
+            })
             .await?
         };
         let threshold = self.inner.config.dedup_threshold;
@@ -914,14 +950,10 @@ impl Runtime {
             .await?;
 
         if !records.is_empty() {
-            self.ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::Insert {
-                    records: records.clone(),
-                    reply,
-                },
-            )
+            self.episodic(|reply| EpisodicMsg::Insert {
+                records: records.clone(),
+                reply,
+            })
             .await?;
             let entries: Vec<EmbeddingRecord> = records
                 .iter()
@@ -955,14 +987,10 @@ impl Runtime {
                         created_at: now,
                     };
                     if let Err(error) = self
-                        .ask(
-                            ChildKind::Graph,
-                            |c| c.graph.clone(),
-                            |reply| GraphMsg::Upsert {
-                                edge: edge.clone(),
-                                reply,
-                            },
-                        )
+                        .graph(|reply| GraphMsg::Upsert {
+                            edge: edge.clone(),
+                            reply,
+                        })
                         .await
                     {
                         tracing::warn!(%error, "supersedes edge not recorded");
@@ -988,15 +1016,11 @@ impl Runtime {
         });
         let mut existing: HashMap<MemoryId, Memory> = HashMap::new();
         if !targets.is_empty() {
-            self.ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::TouchNow {
-                    ids: targets.clone(),
-                    at: now,
-                    reply,
-                },
-            )
+            self.episodic(|reply| EpisodicMsg::TouchNow {
+                ids: targets.clone(),
+                at: now,
+                reply,
+            })
             .await?;
             existing = self
                 .get_many(&targets)
@@ -1046,26 +1070,18 @@ impl Runtime {
         radius: usize,
     ) -> MemoryResult<Vec<(MemoryId, f64)>> {
         let (edges, in_session) = tokio::join!(
-            self.ask(
-                ChildKind::Graph,
-                |c| c.graph.clone(),
-                |reply| GraphMsg::Around {
-                    agent: agent.clone(),
-                    seeds: seeds.to_vec(),
-                    depth: 1,
-                    max_edges: 200,
-                    reply,
-                }
-            ),
-            self.ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::SessionNeighbours {
-                    ids: seeds.to_vec(),
-                    radius,
-                    reply,
-                }
-            ),
+            self.graph(|reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: seeds.to_vec(),
+                depth: 1,
+                max_edges: 200,
+                reply,
+            }),
+            self.episodic(|reply| EpisodicMsg::SessionNeighbours {
+                ids: seeds.to_vec(),
+                radius,
+                reply,
+            }),
         );
         let edges = edges?;
         let mut ranked: Vec<(MemoryId, f64)> = Vec::new();
@@ -1098,14 +1114,10 @@ impl Runtime {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::GetMany {
-                ids: ids.to_vec(),
-                reply,
-            },
-        )
+        self.episodic(|reply| EpisodicMsg::GetMany {
+            ids: ids.to_vec(),
+            reply,
+        })
         .await
     }
 
@@ -1119,16 +1131,12 @@ impl Runtime {
             at: now,
         };
         let pushed = self
-            .ask(
-                ChildKind::Working,
-                |c| c.working.clone(),
-                |reply| WorkingMsg::Push {
-                    agent: agent.clone(),
-                    session: session.clone(),
-                    item: item.clone(),
-                    reply,
-                },
-            )
+            .working(|reply| WorkingMsg::Push {
+                agent: agent.clone(),
+                session: session.clone(),
+                item: item.clone(),
+                reply,
+            })
             .await;
         if let Err(error) = pushed {
             tracing::warn!(%error, "working-memory window not updated");
@@ -1155,14 +1163,10 @@ impl Runtime {
                 occurred: None,
             };
             let keyword = self
-                .ask(
-                    ChildKind::Episodic,
-                    |c| c.episodic.clone(),
-                    |reply| EpisodicMsg::KeywordSearch {
-                        query: query.clone(),
-                        reply,
-                    },
-                )
+                .episodic(|reply| EpisodicMsg::KeywordSearch {
+                    query: query.clone(),
+                    reply,
+                })
                 .await?;
             let mut candidates: Vec<MemoryId> = band.clone();
             candidates.extend(keyword.into_iter().map(|(id, _)| id));
@@ -1271,34 +1275,22 @@ impl Runtime {
             occurred: Some(range),
         });
         let ((vector_hits, vector_ms), (keyword_hits, keyword_ms), (time_hits, time_ms)) = tokio::join!(
-            timed(self.ask(
-                ChildKind::Vectors,
-                |c| c.vectors.clone(),
-                |reply| VectorsMsg::Search {
-                    text: Some(search_text.clone()),
-                    query: vector_query.clone(),
-                    reply,
-                }
-            )),
-            timed(self.ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::KeywordSearch {
-                    query: keyword_query.clone(),
-                    reply,
-                }
-            )),
+            timed(self.vectors(|reply| VectorsMsg::Search {
+                text: Some(search_text.clone()),
+                query: vector_query.clone(),
+                reply,
+            })),
+            timed(self.episodic(|reply| EpisodicMsg::KeywordSearch {
+                query: keyword_query.clone(),
+                reply,
+            })),
             timed(async {
                 match &time_query {
                     Some(query) => {
-                        self.ask(
-                            ChildKind::Episodic,
-                            |c| c.episodic.clone(),
-                            |reply| EpisodicMsg::List {
-                                query: query.clone(),
-                                reply,
-                            },
-                        )
+                        self.episodic(|reply| EpisodicMsg::List {
+                            query: query.clone(),
+                            reply,
+                        })
                         .await
                     }
                     None => Ok(Vec::new()),
@@ -1349,14 +1341,10 @@ impl Runtime {
         // Only the best candidates are worth reading back; filters rarely drop many of them.
         fused.truncate(fetch);
         let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
-        let (memories, fetch_ms) = timed(self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::GetMany {
-                ids: ids.clone(),
-                reply,
-            },
-        ))
+        let (memories, fetch_ms) = timed(self.episodic(|reply| EpisodicMsg::GetMany {
+            ids: ids.clone(),
+            reply,
+        }))
         .await;
         let memories = memories?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
@@ -1460,14 +1448,10 @@ impl Runtime {
     /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
     pub async fn get(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<Memory> {
         let found = self
-            .ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::Get {
-                    id: id.clone(),
-                    reply,
-                },
-            )
+            .episodic(|reply| EpisodicMsg::Get {
+                id: id.clone(),
+                reply,
+            })
             .await?;
         match found {
             Some(memory) if agent.is_none_or(|a| memory.agent_id == *a) => Ok(memory),
@@ -1490,14 +1474,10 @@ impl Runtime {
         let page_size = query.limit;
         query.limit = page_size + 1;
         let mut page = self
-            .ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::List {
-                    query: query.clone(),
-                    reply,
-                },
-            )
+            .episodic(|reply| EpisodicMsg::List {
+                query: query.clone(),
+                reply,
+            })
             .await?;
         let next = if page.len() > page_size {
             page.truncate(page_size);
@@ -1567,16 +1547,12 @@ impl Runtime {
             None
         };
         let previous = version_of(&current, reason, now);
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::Update {
-                next: Box::new(next.clone()),
-                previous: previous.clone(),
-                embedding: embedding.clone(),
-                reply,
-            },
-        )
+        self.episodic(|reply| EpisodicMsg::Update {
+            next: Box::new(next.clone()),
+            previous: previous.clone(),
+            embedding: embedding.clone(),
+            reply,
+        })
         .await?;
         // Keep the projection in step with status, type, sharing and content.
         if next.status == MemoryStatus::Active {
@@ -1596,37 +1572,25 @@ impl Runtime {
     }
 
     async fn stored_embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::Embedding {
-                id: id.clone(),
-                reply,
-            },
-        )
+        self.episodic(|reply| EpisodicMsg::Embedding {
+            id: id.clone(),
+            reply,
+        })
         .await
     }
 
     /// Delete a memory from every store (history included).
     pub async fn delete(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<()> {
         self.get(agent, id).await?;
-        self.ask(
-            ChildKind::Graph,
-            |c| c.graph.clone(),
-            |reply| GraphMsg::RemoveMemory {
-                id: id.clone(),
-                reply,
-            },
-        )
+        self.graph(|reply| GraphMsg::RemoveMemory {
+            id: id.clone(),
+            reply,
+        })
         .await?;
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::Delete {
-                id: id.clone(),
-                reply,
-            },
-        )
+        self.episodic(|reply| EpisodicMsg::Delete {
+            id: id.clone(),
+            reply,
+        })
         .await?;
         self.project_vectors(Vec::new(), vec![id.clone()]).await;
         Ok(())
@@ -1667,14 +1631,10 @@ impl Runtime {
                     limit,
                     occurred: None,
                 };
-                self.ask(
-                    ChildKind::Episodic,
-                    |c| c.episodic.clone(),
-                    |reply| EpisodicMsg::KeywordSearch {
-                        query: query.clone(),
-                        reply,
-                    },
-                )
+                self.episodic(|reply| EpisodicMsg::KeywordSearch {
+                    query: query.clone(),
+                    reply,
+                })
                 .await?
                 .into_iter()
                 .map(|(id, _)| id)
@@ -1703,14 +1663,10 @@ impl Runtime {
         id: &MemoryId,
     ) -> MemoryResult<Vec<MemoryVersion>> {
         self.get(agent, id).await?;
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::History {
-                id: id.clone(),
-                reply,
-            },
-        )
+        self.episodic(|reply| EpisodicMsg::History {
+            id: id.clone(),
+            reply,
+        })
         .await
     }
 
@@ -1762,14 +1718,10 @@ impl Runtime {
             weight,
             created_at: self.now(),
         };
-        self.ask(
-            ChildKind::Graph,
-            |c| c.graph.clone(),
-            |reply| GraphMsg::Upsert {
-                edge: edge.clone(),
-                reply,
-            },
-        )
+        self.graph(|reply| GraphMsg::Upsert {
+            edge: edge.clone(),
+            reply,
+        })
         .await
     }
 
@@ -1798,29 +1750,21 @@ impl Runtime {
             .await
             .map_err(|e| with_field(e, "seed_id"))?;
         let edges = self
-            .ask(
-                ChildKind::Graph,
-                |c| c.graph.clone(),
-                |reply| GraphMsg::Around {
-                    agent: agent.clone(),
-                    seeds: vec![seed.clone()],
-                    depth,
-                    max_edges: 10_000,
-                    reply,
-                },
-            )
+            .graph(|reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: vec![seed.clone()],
+                depth,
+                max_edges: 10_000,
+                reply,
+            })
             .await?;
         let activations = spread(seed, &edges, depth, 0.8, limit * 2);
         let ids: Vec<MemoryId> = activations.iter().map(|a| a.id.clone()).collect();
         let memories = self
-            .ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::GetMany {
-                    ids: ids.clone(),
-                    reply,
-                },
-            )
+            .episodic(|reply| EpisodicMsg::GetMany {
+                ids: ids.clone(),
+                reply,
+            })
             .await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         Ok(activations
@@ -1840,14 +1784,10 @@ impl Runtime {
     /// Statistics of an agent's memories.
     pub async fn reflect(&self, agent: &AgentId) -> MemoryResult<AgentStats> {
         let memories = self
-            .ask(
-                ChildKind::Episodic,
-                |c| c.episodic.clone(),
-                |reply| EpisodicMsg::AgentMemories {
-                    agent: agent.clone(),
-                    reply,
-                },
-            )
+            .episodic(|reply| EpisodicMsg::AgentMemories {
+                agent: agent.clone(),
+                reply,
+            })
             .await?;
         Ok(agent_stats(
             &memories,
@@ -1858,28 +1798,20 @@ impl Runtime {
 
     /// Run one consolidation pass for an agent now.
     pub async fn consolidate(&self, agent: &AgentId) -> MemoryResult<ConsolidationRun> {
-        self.ask(
-            ChildKind::Consolidator,
-            |c| c.consolidator.clone(),
-            |reply| ConsolidatorMsg::Consolidate {
-                agent: agent.clone(),
-                trigger: "manual".into(),
-                reply,
-            },
-        )
+        self.consolidator(|reply| ConsolidatorMsg::Consolidate {
+            agent: agent.clone(),
+            trigger: "manual".into(),
+            reply,
+        })
         .await
     }
 
     /// Run archival now.
     pub async fn archive(&self) -> MemoryResult<ConsolidationRun> {
-        self.ask(
-            ChildKind::Consolidator,
-            |c| c.consolidator.clone(),
-            |reply| ConsolidatorMsg::Archive {
-                trigger: "manual".into(),
-                reply: Some(reply),
-            },
-        )
+        self.consolidator(|reply| ConsolidatorMsg::Archive {
+            trigger: "manual".into(),
+            reply: Some(reply),
+        })
         .await
     }
 
@@ -1896,15 +1828,11 @@ impl Runtime {
                 format!("limit must be between 1 and {max}"),
             ));
         }
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::Runs {
-                agent: agent.cloned(),
-                limit,
-                reply,
-            },
-        )
+        self.episodic(|reply| EpisodicMsg::Runs {
+            agent: agent.cloned(),
+            limit,
+            reply,
+        })
         .await
     }
 
@@ -1914,36 +1842,22 @@ impl Runtime {
         agent: &AgentId,
         session: &SessionId,
     ) -> MemoryResult<Vec<WorkingItem>> {
-        self.ask(
-            ChildKind::Working,
-            |c| c.working.clone(),
-            |reply| WorkingMsg::Window {
-                agent: agent.clone(),
-                session: session.clone(),
-                reply,
-            },
-        )
+        self.working(|reply| WorkingMsg::Window {
+            agent: agent.clone(),
+            session: session.clone(),
+            reply,
+        })
         .await
     }
 
     /// Number of stored memories.
     pub async fn count(&self) -> MemoryResult<u64> {
-        self.ask(
-            ChildKind::Episodic,
-            |c| c.episodic.clone(),
-            |reply| EpisodicMsg::Count { reply },
-        )
-        .await
+        self.episodic(|reply| EpisodicMsg::Count { reply }).await
     }
 
     /// Rebuild the vector index from the system of record.
     pub async fn reindex(&self) -> MemoryResult<usize> {
-        self.ask(
-            ChildKind::Vectors,
-            |c| c.vectors.clone(),
-            |reply| VectorsMsg::Rebuild { reply },
-        )
-        .await
+        self.vectors(|reply| VectorsMsg::Rebuild { reply }).await
     }
 }
 

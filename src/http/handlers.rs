@@ -142,16 +142,10 @@ pub async fn build_context(
     let outcome = state
         .runtime
         .recall(RecallInput {
-            agent_id: agent,
-            query: body.query,
-            types: vec![],
             limit: Some(state.runtime.config().limits.max_result_limit.min(50)),
             session_id,
-            tags: vec![],
             include_shared: body.include_shared.unwrap_or(true),
-            debug: false,
-            time_range: None,
-            now: None,
+            ..RecallInput::new(agent, body.query)
         })
         .await?;
     let mut stale_files: Vec<String> = Vec::new();
