@@ -120,6 +120,35 @@ async fn embed_on_blocking_threads(
     Ok(vectors)
 }
 
+/// Run many searches on blocking threads, split across cores when there are many.
+async fn search_on_blocking_threads(
+    index: Arc<dyn VectorIndex>,
+    queries: Vec<VectorQuery>,
+) -> MemoryResult<Vec<Vec<(MemoryId, f32)>>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = if queries.len() >= 64 {
+        queries.len().div_ceil(workers)
+    } else {
+        queries.len().max(1)
+    };
+    let mut tasks = Vec::new();
+    for part in queries.chunks(chunk) {
+        let part = part.to_vec();
+        let index = index.clone();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            part.iter().map(|q| index.search(q)).collect::<Vec<_>>()
+        }));
+    }
+    let mut results = Vec::with_capacity(queries.len());
+    for task in tasks {
+        results.extend(
+            task.await
+                .map_err(|e| MemoryError::internal(format!("vector search task failed: {e}")))?,
+        );
+    }
+    Ok(results)
+}
+
 /// Rebuild `index` from every active embedding in `store`; returns the number indexed.
 pub async fn rebuild_index(
     store: &dyn MemoryStore,
@@ -217,12 +246,7 @@ impl Actor for VectorsActor {
             VectorsMsg::SearchMany { queries, reply } => {
                 let index = state.index.clone();
                 tokio::spawn(async move {
-                    let result = tokio::task::spawn_blocking(move || {
-                        queries.iter().map(|q| index.search(q)).collect()
-                    })
-                    .await
-                    .map_err(|e| MemoryError::internal(format!("vector search task failed: {e}")));
-                    let _ = reply.send(result);
+                    let _ = reply.send(search_on_blocking_threads(index, queries).await);
                 });
             }
             VectorsMsg::Upsert { entries, reply } => {
