@@ -1943,3 +1943,127 @@ fn validate_metadata(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> RuntimeConfig {
+        RuntimeConfig {
+            restart: RestartPolicy {
+                initial_backoff: Duration::from_millis(5),
+                max_backoff: Duration::from_millis(20),
+                max_restarts: 2,
+                window: Duration::from_secs(60),
+            },
+            call_timeout: Duration::from_millis(500),
+            ..RuntimeConfig::default()
+        }
+    }
+
+    async fn wait_for(
+        runtime: &Runtime,
+        child: ChildKind,
+        state: crate::supervisor::ChildState,
+    ) -> ChildHealth {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let health = runtime.health().await;
+            let found = health
+                .children
+                .into_iter()
+                .find(|c| c.child == child)
+                .expect("child is reported");
+            if found.state == state || Instant::now() > deadline {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_library_api_works_on_in_memory_stores_with_session_windows() {
+        let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+            .await
+            .unwrap();
+        let agent = AgentId::parse("lib").unwrap();
+        let session = SessionId::parse("s1").unwrap();
+        let input = RememberInput {
+            content: "the build is green again".into(),
+            session_id: Some(session.clone()),
+            ..Default::default()
+        };
+        let stored = runtime.remember(&agent, input).await.unwrap();
+        let window = runtime.working_window(&agent, &session).await.unwrap();
+        assert_eq!(window.len(), 1);
+        assert_eq!(window[0].memory_id, stored.memory.id);
+        let found = runtime
+            .recall(RecallInput::new(agent.clone(), "is the build green"))
+            .await
+            .unwrap();
+        assert_eq!(found.hits[0].memory.id, stored.memory.id);
+        runtime.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_child_that_keeps_failing_is_left_down_after_its_restart_budget() {
+        let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+            .await
+            .unwrap();
+        for round in 1..=2 {
+            runtime.inject_fault(ChildKind::Consolidator).unwrap();
+            let health = wait_for(
+                &runtime,
+                ChildKind::Consolidator,
+                crate::supervisor::ChildState::Running,
+            )
+            .await;
+            let restarted = async {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while runtime
+                    .health()
+                    .await
+                    .children
+                    .iter()
+                    .find(|c| c.child == ChildKind::Consolidator)
+                    .unwrap()
+                    .restarts
+                    < round
+                {
+                    assert!(Instant::now() < deadline, "restart {round} never happened");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            restarted.await;
+            assert_eq!(health.state, crate::supervisor::ChildState::Running);
+        }
+        runtime.inject_fault(ChildKind::Consolidator).unwrap();
+        let health = wait_for(
+            &runtime,
+            ChildKind::Consolidator,
+            crate::supervisor::ChildState::Failed,
+        )
+        .await;
+        assert_eq!(
+            health.state,
+            crate::supervisor::ChildState::Failed,
+            "{health:?}"
+        );
+        assert!(health.last_error.unwrap().contains("fault injected"));
+        // Requests that need the failed child get a typed error; the rest of the tree serves on.
+        let agent = AgentId::parse("lib").unwrap();
+        let error = runtime.consolidate(&agent).await.unwrap_err();
+        assert_eq!(error.code, crate::error::ErrorCode::BackendUnavailable);
+        runtime
+            .remember(
+                &agent,
+                RememberInput {
+                    content: "still writing".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        runtime.shutdown().await.unwrap();
+    }
+}
