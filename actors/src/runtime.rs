@@ -944,6 +944,18 @@ impl Runtime {
                 embedding,
             });
         }
+        // An exact duplicate of an earlier item follows that item wherever it went
+        // (the earlier item may itself have been a near-duplicate of a stored memory).
+        for index in 0..built.len() {
+            let Some(target) = duplicate_of[index].clone() else {
+                continue;
+            };
+            if let Some(first) = built.iter().position(|(m, _)| m.id == target) {
+                if let Some(redirect) = duplicate_of[first].clone() {
+                    duplicate_of[index] = Some(redirect);
+                }
+            }
+        }
         contradiction_checks.retain(|(index, _)| duplicate_of[*index].is_none());
         let superseded = self
             .find_contradictions(agent, &built, &contradiction_checks)

@@ -612,6 +612,21 @@ async fn exact_and_near_duplicates_return_the_existing_memory_and_reinforce_it()
     assert!(results[0]["deduplicated_into"].is_null());
     assert_eq!(results[1]["deduplicated_into"], results[0]["memory"]["id"]);
     assert_eq!(results[2]["deduplicated_into"], id);
+    // Two identical items that near-duplicate a stored memory both land on it.
+    let chained = assert_status(
+        app.post(
+            "/tools/remember_batch",
+            &json!({"agent_id": "dup", "memories": [
+                {"content": "Now the staging database listens on port 5433", "type": "semantic"},
+                {"content": "now the staging database listens on port 5433", "type": "semantic"}
+            ]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_eq!(chained["results"][0]["deduplicated_into"], id);
+    assert_eq!(chained["results"][1]["deduplicated_into"], id);
     let listed = assert_status(app.get("/v1/memories?agent_id=dup").await, StatusCode::OK).await;
     assert_eq!(
         listed["memories"].as_array().unwrap().len(),
