@@ -18,6 +18,24 @@ use crate::data_dir::DataDirLock;
 use crate::store::sqlite::SqliteStore;
 use crate::vectors::HnswVectorIndex;
 
+/// The inner-thought provider of `settings`, and the arbiter when it is enabled.
+fn inner_thought(
+    settings: &Settings,
+) -> (
+    Arc<dyn mnemos_actors::thought::InnerThought>,
+    Option<Arc<dyn mnemos_actors::arbiter::Arbiter>>,
+) {
+    match settings.inner_thought.provider.as_str() {
+        "openai" => {
+            let client = Arc::new(crate::llm::OpenAiThought::new(&settings.inner_thought));
+            let arbiter: Option<Arc<dyn mnemos_actors::arbiter::Arbiter>> =
+                settings.inner_thought.arbiter.then(|| client.clone() as _);
+            (client, arbiter)
+        }
+        _ => (Arc::new(mnemos_actors::thought::RuleThought), None),
+    }
+}
+
 /// A started runtime with the stores under it.
 pub struct Services {
     /// The runtime handle.
@@ -33,12 +51,13 @@ impl Services {
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
         let lock = DataDirLock::acquire(&settings.data_dir)?;
         let store = Arc::new(
-            SqliteStore::open(&settings.data_dir)
+            SqliteStore::open(&settings.sqlite_path())
                 .await
                 .map_err(anyhow::Error::msg)?,
         );
         let embedder = crate::embedding::from_settings(&settings.embedding)
             .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
+        let (thought, arbiter) = inner_thought(settings);
         let parts = RuntimeParts {
             memories: store.clone(),
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
@@ -49,7 +68,8 @@ impl Services {
             )),
             embedder,
             clock: Arc::new(SystemClock),
-            arbiter: None,
+            arbiter,
+            thought,
         };
         let runtime = Runtime::start(parts, settings.runtime_config())
             .await

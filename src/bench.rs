@@ -66,6 +66,12 @@ pub struct BenchReport {
     pub recall_stage_mean_ms: std::collections::BTreeMap<String, f64>,
     /// Time to reopen the data directory and serve (index rebuilt from stored vectors), ms.
     pub ready_after_restart_ms: f64,
+    /// One sleep cycle over every agent (provider `none`), seconds.
+    pub sleep_cycle_seconds: f64,
+    /// Candidates the sleep cycle examined.
+    pub sleep_cycle_processed: u64,
+    /// Candidates it consolidated into knowledge.
+    pub sleep_cycle_consolidated: u64,
     /// Peak resident set size of the process, MiB.
     pub peak_rss_mib: f64,
 }
@@ -187,6 +193,10 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
     println!(
         "| ready after restart | {:.0} ms |",
         report.ready_after_restart_ms
+    );
+    println!(
+        "| sleep cycle, all agents | {:.2} s ({} candidates, {} consolidated) |",
+        report.sleep_cycle_seconds, report.sleep_cycle_processed, report.sleep_cycle_consolidated
     );
     println!("| peak RSS | {:.0} MiB |", report.peak_rss_mib);
     Ok(())
@@ -317,6 +327,20 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         indexed >= args.memories,
         "after restart only {indexed} vectors were indexed"
     );
+    // One full sleep cycle over every agent, as the scheduler runs it (lease included).
+    let started = Instant::now();
+    let runs = reopened
+        .runtime
+        .run_scheduled(
+            mnemos_actors::actors::consolidator::ScheduledJob::SleepCycle,
+            chrono::Utc::now(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))?
+        .unwrap_or_default();
+    let sleep_cycle = started.elapsed();
+    let sleep_cycle_processed: u64 = runs.iter().map(|r| u64::from(r.processed)).sum();
+    let sleep_cycle_consolidated: u64 = runs.iter().map(|r| u64::from(r.consolidated)).sum();
     reopened.close().await?;
 
     single_latencies.sort_by(f64::total_cmp);
@@ -334,6 +358,9 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         recall_p99_ms: percentile(&recall_latencies, 99.0),
         recall_stage_mean_ms,
         ready_after_restart_ms: ready.as_secs_f64() * 1000.0,
+        sleep_cycle_seconds: sleep_cycle.as_secs_f64(),
+        sleep_cycle_processed,
+        sleep_cycle_consolidated,
         peak_rss_mib: peak_rss_mib(),
     })
 }

@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use config::{Config, Environment, File, FileFormat};
+use mnemos_actors::policy::clustering::ClusterParams;
+use mnemos_actors::policy::consolidation::PromotePolicy;
 use mnemos_actors::policy::retention::RetentionPolicy;
-use mnemos_actors::runtime::{Limits, RuntimeConfig};
+use mnemos_actors::policy::schedule::{Schedule, ScheduleZone};
+use mnemos_actors::runtime::{Limits, RuntimeConfig, SleepSettings};
 use mnemos_actors::supervisor::{CognitionSettings, RestartPolicy};
 use serde::Deserialize;
 
@@ -46,6 +49,8 @@ pub struct Settings {
     pub cognition: CognitionConfig,
     /// Archival schedule.
     pub archival: ArchivalSettings,
+    /// The inner-thought model of the sleep cycle.
+    pub inner_thought: InnerThoughtSettings,
     /// Actor supervision.
     pub supervisor: SupervisorSettings,
     /// Logging.
@@ -72,6 +77,8 @@ pub struct ServerSettings {
 pub struct StorageSettings {
     /// `sqlite`.
     pub backend: String,
+    /// SQLite database file; empty: `<data_dir>/mnemos.db`.
+    pub path: String,
 }
 
 /// `[embedding]`.
@@ -184,6 +191,28 @@ pub struct CognitionConfig {
     pub enabled: bool,
     /// Sleep-cycle cron.
     pub schedule: String,
+    /// Days a forgotten memory stays archived before it is deleted (0: never).
+    pub purge_after_days: i64,
+    /// Affinity at or above which two candidates cluster.
+    pub cluster_threshold: f32,
+    /// Smallest cluster abstracted.
+    pub min_cluster_size: usize,
+    /// Largest cluster per abstraction.
+    pub max_cluster_size: usize,
+    /// Weight of shared tags in the affinity.
+    pub cluster_tag_bonus: f32,
+    /// Bonus of an association edge in the affinity.
+    pub cluster_edge_bonus: f32,
+    /// Weight of closeness in time in the affinity.
+    pub cluster_time_bonus: f32,
+    /// Hours over which closeness in time decays.
+    pub cluster_time_scale_hours: f64,
+    /// Importance from which an experience may be promoted.
+    pub promote_importance: f32,
+    /// Access count from which an experience may be promoted.
+    pub promote_access_count: u32,
+    /// Seconds a claim on a scheduled firing lasts without renewal.
+    pub lease_seconds: u64,
 }
 
 /// `[archival]`.
@@ -192,6 +221,32 @@ pub struct CognitionConfig {
 pub struct ArchivalSettings {
     /// Archival cron.
     pub schedule: String,
+    /// Zone of both schedules: `local` or an IANA name.
+    pub timezone: String,
+    /// Hours without activity after which a session is archived.
+    pub idle_hours: i64,
+}
+
+/// `[inner_thought]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InnerThoughtSettings {
+    /// `none` (offline rules) or `openai` (any OpenAI-compatible server).
+    pub provider: String,
+    /// Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Model name sent to the server.
+    pub model: String,
+    /// API key; empty: the `OPENAI_API_KEY` environment variable, or none.
+    pub api_key: String,
+    /// Hard timeout of one call, in milliseconds.
+    pub timeout_ms: u64,
+    /// Most tokens the model may generate per call.
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Also consult the model when routing or contradiction rules are unsure.
+    pub arbiter: bool,
 }
 
 /// `[supervisor]`.
@@ -402,16 +457,93 @@ impl Settings {
                 "must be a positive number of days",
             ));
         }
-        mnemos_actors::actors::cognition::validate_schedule(
-            "cognition.schedule",
-            &self.cognition.schedule,
-        )
-        .map_err(|e| ConfigError(e.message))?;
-        mnemos_actors::actors::cognition::validate_schedule(
-            "archival.schedule",
-            &self.archival.schedule,
-        )
-        .map_err(|e| ConfigError(e.message))?;
+        self.schedules()?;
+        if self.cognition.purge_after_days < 0 {
+            return Err(bad(
+                "cognition.purge_after_days",
+                "must be 0 (never purge) or a number of days",
+            ));
+        }
+        if !(self.cognition.cluster_threshold > 0.0 && self.cognition.cluster_threshold <= 2.0) {
+            return Err(bad("cognition.cluster_threshold", "must be in (0, 2]"));
+        }
+        if self.cognition.min_cluster_size < 2 {
+            return Err(bad("cognition.min_cluster_size", "must be at least 2"));
+        }
+        if self.cognition.max_cluster_size < self.cognition.min_cluster_size {
+            return Err(bad(
+                "cognition.max_cluster_size",
+                "must be at least cognition.min_cluster_size",
+            ));
+        }
+        for (key, value) in [
+            (
+                "cognition.cluster_tag_bonus",
+                self.cognition.cluster_tag_bonus,
+            ),
+            (
+                "cognition.cluster_edge_bonus",
+                self.cognition.cluster_edge_bonus,
+            ),
+            (
+                "cognition.cluster_time_bonus",
+                self.cognition.cluster_time_bonus,
+            ),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(bad(key, "must be in 0..1"));
+            }
+        }
+        if !(self.cognition.cluster_time_scale_hours > 0.0) {
+            return Err(bad(
+                "cognition.cluster_time_scale_hours",
+                "must be a positive number of hours",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.cognition.promote_importance) {
+            return Err(bad("cognition.promote_importance", "must be in 0..1"));
+        }
+        if self.cognition.lease_seconds < 5 {
+            return Err(bad("cognition.lease_seconds", "must be at least 5"));
+        }
+        if self.archival.idle_hours < 0 {
+            return Err(bad("archival.idle_hours", "must be 0 or more hours"));
+        }
+        match self.inner_thought.provider.as_str() {
+            "none" => {}
+            "openai" => {
+                if self.inner_thought.base_url.trim().is_empty()
+                    || !(self.inner_thought.base_url.starts_with("http://")
+                        || self.inner_thought.base_url.starts_with("https://"))
+                {
+                    return Err(bad(
+                        "inner_thought.base_url",
+                        "provider \"openai\" needs the http(s) base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1",
+                    ));
+                }
+                if self.inner_thought.model.trim().is_empty() {
+                    return Err(bad(
+                        "inner_thought.model",
+                        "provider \"openai\" needs a model name",
+                    ));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "inner_thought.provider",
+                    format!("{other:?} is not a provider; use \"none\" or \"openai\""),
+                ))
+            }
+        }
+        if self.inner_thought.timeout_ms == 0 {
+            return Err(bad("inner_thought.timeout_ms", "must be at least 1"));
+        }
+        if self.inner_thought.max_tokens == 0 {
+            return Err(bad("inner_thought.max_tokens", "must be at least 1"));
+        }
+        if !(0.0..=2.0).contains(&self.inner_thought.temperature) {
+            return Err(bad("inner_thought.temperature", "must be in 0..2"));
+        }
         if self.supervisor.max_restarts == 0 {
             return Err(bad("supervisor.max_restarts", "must be at least 1"));
         }
@@ -438,8 +570,31 @@ impl Settings {
         Ok(())
     }
 
+    /// The parsed sleep-cycle and archival schedules, in `archival.timezone`.
+    pub fn schedules(&self) -> Result<(Schedule, Schedule), ConfigError> {
+        let zone = ScheduleZone::parse("archival.timezone", &self.archival.timezone)
+            .map_err(|e| ConfigError(e.message))?;
+        let sleep = Schedule::parse("cognition.schedule", &self.cognition.schedule, zone)
+            .map_err(|e| ConfigError(e.message))?;
+        let archival = Schedule::parse("archival.schedule", &self.archival.schedule, zone)
+            .map_err(|e| ConfigError(e.message))?;
+        Ok((sleep, archival))
+    }
+
+    /// The SQLite database file.
+    pub fn sqlite_path(&self) -> PathBuf {
+        if self.storage.path.trim().is_empty() {
+            self.data_dir.join("mnemos.db")
+        } else {
+            PathBuf::from(self.storage.path.trim())
+        }
+    }
+
     /// The runtime's tunables from these settings.
     pub fn runtime_config(&self) -> RuntimeConfig {
+        let (sleep_schedule, archival_schedule) = self
+            .schedules()
+            .expect("validated settings hold valid schedules");
         RuntimeConfig {
             limits: Limits {
                 max_content_bytes: self.limits.max_content_bytes,
@@ -461,8 +616,27 @@ impl Settings {
             },
             cognition: CognitionSettings {
                 enabled: self.cognition.enabled,
-                sleep_schedule: self.cognition.schedule.clone(),
-                archival_schedule: self.archival.schedule.clone(),
+                sleep_schedule,
+                archival_schedule,
+            },
+            sleep: SleepSettings {
+                promote: PromotePolicy {
+                    min_importance: self.cognition.promote_importance,
+                    min_access_count: self.cognition.promote_access_count,
+                },
+                clustering: ClusterParams {
+                    threshold: self.cognition.cluster_threshold,
+                    tag_bonus: self.cognition.cluster_tag_bonus,
+                    edge_bonus: self.cognition.cluster_edge_bonus,
+                    time_bonus: self.cognition.cluster_time_bonus,
+                    time_scale_hours: self.cognition.cluster_time_scale_hours,
+                    min_size: self.cognition.min_cluster_size,
+                    max_size: self.cognition.max_cluster_size,
+                },
+                purge_after_days: self.cognition.purge_after_days,
+                idle_hours: self.archival.idle_hours,
+                lease_ttl: chrono::Duration::seconds(self.cognition.lease_seconds as i64),
+                ..SleepSettings::default()
             },
             call_timeout: Duration::from_millis(self.supervisor.call_timeout_ms),
             working_sweep_interval: Duration::from_secs(60),
@@ -480,7 +654,7 @@ impl Settings {
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,
-            arbiter_timeout: Duration::from_secs(2),
+            arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod data_dir;
 pub mod embedding;
 pub mod eval;
 pub mod http;
+pub mod llm;
 pub mod store;
 pub mod telemetry;
 pub mod vectors;

@@ -115,12 +115,17 @@ enum Command {
         #[arg(long)]
         agent: Option<String>,
     },
-    /// Run a consolidation pass for an agent.
+    /// Run a sleep-cycle pass now: one agent, or every agent with --all.
     Consolidate {
         /// Owner.
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        agent: Option<String>,
+        /// Every agent that has memories.
         #[arg(long)]
-        agent: String,
+        all: bool,
     },
+    /// Archive idle sessions now (summaries tagged archive_summary; working memory cleared).
+    Archive,
     /// Apply database migrations and report the store's state.
     Migrate,
     /// Load synthetic memories and measure throughput, latency, restart time and memory.
@@ -391,13 +396,47 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                     .join("\n")
             });
         }
-        Command::Consolidate { agent } => {
-            let agent = AgentId::parse(&agent).map_err(user_error)?;
-            let run = RunView::from(runtime.consolidate(&agent).await.map_err(user_error)?);
+        Command::Consolidate { agent, all } => {
+            let agents = match agent {
+                Some(agent) if !all => vec![AgentId::parse(&agent).map_err(user_error)?],
+                _ => {
+                    use mnemos_actors::store::MemoryStore;
+                    services.store.agents().await.map_err(user_error)?
+                }
+            };
+            let mut runs = Vec::new();
+            for agent in agents {
+                runs.push(RunView::from(
+                    runtime
+                        .consolidate(&agent, "cli")
+                        .await
+                        .map_err(user_error)?,
+                ));
+            }
+            print(json, &runs, |runs| {
+                runs.iter()
+                    .map(|r| {
+                        format!(
+                            "sleep cycle {} for {}: {} candidates, {} consolidated into {} semantic + {} procedural, {} forgotten",
+                            r.id,
+                            r.agent_id.as_deref().unwrap_or("-"),
+                            r.processed,
+                            r.consolidated,
+                            r.new_semantic,
+                            r.new_procedural,
+                            r.forgotten
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        Command::Archive => {
+            let run = RunView::from(runtime.archive("cli").await.map_err(user_error)?);
             print(json, &run, |r| {
                 format!(
-                    "consolidation {}: {} candidates, {} forgotten",
-                    r.id, r.processed, r.forgotten
+                    "archival {}: {} idle sessions summarised",
+                    r.id, r.processed
                 )
             });
         }

@@ -21,6 +21,7 @@ pub mod store;
 pub mod supervisor;
 pub mod testing;
 pub mod text;
+pub mod thought;
 
 pub use error::{ErrorCode, MemoryError, MemoryResult};
 pub use runtime::Runtime;

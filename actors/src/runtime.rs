@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorRef, Message, RpcReplyPort};
 use serde::Serialize;
 
-use crate::actors::consolidator::{ConsolidatorArgs, ConsolidatorMsg};
+use crate::actors::consolidator::{ConsolidatorArgs, ConsolidatorMsg, LeaseSettings, ScheduledJob};
 use crate::actors::episodic::{EpisodicArgs, EpisodicMsg};
 use crate::actors::graph::{GraphArgs, GraphMsg};
 use crate::actors::vectors::{IndexStatus, VectorsArgs, VectorsMsg};
@@ -27,10 +27,13 @@ use crate::model::{
     MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
 };
 use crate::policy::activation::spread;
+use crate::policy::clustering::ClusterParams;
 use crate::policy::consistency::normalized_hash;
 use crate::policy::consolidation::ForgetPolicy;
+use crate::policy::consolidation::PromotePolicy;
 use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
+use crate::policy::schedule::{Schedule, ScheduleZone};
 use crate::policy::stats::{agent_stats, AgentStats};
 use crate::policy::time::{find_time_expression, TimeRange};
 use crate::store::{
@@ -105,6 +108,40 @@ impl Default for RecallSettings {
     }
 }
 
+/// Tunables of the sleep cycle and archival.
+#[derive(Debug, Clone)]
+pub struct SleepSettings {
+    /// Promotion thresholds.
+    pub promote: PromotePolicy,
+    /// Clustering parameters.
+    pub clustering: ClusterParams,
+    /// Days a forgotten memory is kept archived before it is deleted (0: never).
+    pub purge_after_days: i64,
+    /// Hours without activity after which a session is archived.
+    pub idle_hours: i64,
+    /// How long a claim on a scheduled firing lasts without renewal.
+    pub lease_ttl: chrono::Duration,
+    /// This process's lease holder id.
+    pub holder: String,
+}
+
+impl Default for SleepSettings {
+    fn default() -> Self {
+        Self {
+            promote: PromotePolicy::default(),
+            clustering: ClusterParams::default(),
+            purge_after_days: 30,
+            idle_hours: 24,
+            lease_ttl: chrono::Duration::minutes(10),
+            holder: format!(
+                "pid{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+        }
+    }
+}
+
 /// Tunables of the runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -118,6 +155,8 @@ pub struct RuntimeConfig {
     pub restart: RestartPolicy,
     /// Cron schedules.
     pub cognition: CognitionSettings,
+    /// Sleep-cycle and archival tunables.
+    pub sleep: SleepSettings,
     /// How long a call waits for an actor (including restarts) before `backend_unavailable`.
     pub call_timeout: Duration,
     /// How often expired working-memory sessions are dropped.
@@ -147,9 +186,20 @@ impl Default for RuntimeConfig {
             restart: RestartPolicy::default(),
             cognition: CognitionSettings {
                 enabled: false,
-                sleep_schedule: "0 */30 * * * *".into(),
-                archival_schedule: "0 0 3 * * *".into(),
+                sleep_schedule: Schedule::parse(
+                    "cognition.schedule",
+                    "0 */30 * * * *",
+                    ScheduleZone::Local,
+                )
+                .expect("the default sleep schedule parses"),
+                archival_schedule: Schedule::parse(
+                    "archival.schedule",
+                    "0 0 3 * * *",
+                    ScheduleZone::Local,
+                )
+                .expect("the default archival schedule parses"),
             },
+            sleep: SleepSettings::default(),
             call_timeout: Duration::from_secs(10),
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
@@ -180,6 +230,8 @@ pub struct RuntimeParts {
     pub clock: Arc<dyn Clock>,
     /// Model consulted when routing or contradiction rules are unsure (None: rules only).
     pub arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
+    /// Abstracts clusters and summarises sessions in the sleep cycle.
+    pub thought: Arc<dyn crate::thought::InnerThought>,
 }
 
 impl RuntimeParts {
@@ -194,6 +246,7 @@ impl RuntimeParts {
             embedder: Arc::new(crate::embedding::BuiltinEmbedder::new(256)),
             clock: Arc::new(crate::clock::SystemClock),
             arbiter: None,
+            thought: Arc::new(crate::thought::RuleThought),
         }
     }
 }
@@ -416,10 +469,21 @@ impl Runtime {
             consolidator: ConsolidatorArgs {
                 store: parts.memories.clone(),
                 index: parts.vectors.clone(),
+                graph: parts.graph.clone(),
                 working: parts.working.clone(),
+                embedder: parts.embedder.clone(),
+                thought: parts.thought.clone(),
                 clock: parts.clock.clone(),
                 retention: config.retention,
                 forget: config.forget,
+                promote: config.sleep.promote,
+                clustering: config.sleep.clustering,
+                purge_after_days: config.sleep.purge_after_days,
+                idle_hours: config.sleep.idle_hours,
+                lease: LeaseSettings {
+                    holder: config.sleep.holder.clone(),
+                    ttl: config.sleep.lease_ttl,
+                },
             },
             cognition: config.cognition.clone(),
             restart: config.restart,
@@ -1808,20 +1872,39 @@ impl Runtime {
         ))
     }
 
-    /// Run one consolidation pass for an agent now.
-    pub async fn consolidate(&self, agent: &AgentId) -> MemoryResult<ConsolidationRun> {
+    /// Run one sleep-cycle pass for an agent now; `trigger` (`api`, `cli`, ...) is recorded in the run.
+    pub async fn consolidate(
+        &self,
+        agent: &AgentId,
+        trigger: &str,
+    ) -> MemoryResult<ConsolidationRun> {
         self.consolidator(|reply| ConsolidatorMsg::Consolidate {
             agent: agent.clone(),
-            trigger: "manual".into(),
+            trigger: trigger.into(),
             reply,
         })
         .await
     }
 
-    /// Run archival now.
-    pub async fn archive(&self) -> MemoryResult<ConsolidationRun> {
+    /// Run archival of idle sessions now; `trigger` is recorded in the run.
+    pub async fn archive(&self, trigger: &str) -> MemoryResult<ConsolidationRun> {
         self.consolidator(|reply| ConsolidatorMsg::Archive {
-            trigger: "manual".into(),
+            trigger: trigger.into(),
+            reply,
+        })
+        .await
+    }
+
+    /// Run one scheduled firing now, as the scheduler would (claiming its lease):
+    /// None when another process already claimed `slot`.
+    pub async fn run_scheduled(
+        &self,
+        job: ScheduledJob,
+        slot: DateTime<Utc>,
+    ) -> MemoryResult<Option<Vec<ConsolidationRun>>> {
+        self.consolidator(|reply| ConsolidatorMsg::Scheduled {
+            job,
+            slot,
             reply: Some(reply),
         })
         .await
@@ -2064,7 +2147,7 @@ mod tests {
         assert!(health.last_error.unwrap().contains("fault injected"));
         // Requests that need the failed child get a typed error; the rest of the tree serves on.
         let agent = AgentId::parse("lib").unwrap();
-        let error = runtime.consolidate(&agent).await.unwrap_err();
+        let error = runtime.consolidate(&agent, "test").await.unwrap_err();
         assert_eq!(error.code, crate::error::ErrorCode::BackendUnavailable);
         runtime
             .remember(

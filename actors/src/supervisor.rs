@@ -24,6 +24,7 @@ use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicMsg, Episodic
 use crate::actors::graph::{GraphActor, GraphArgs, GraphMsg, GraphRef};
 use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsMsg, VectorsRef};
 use crate::actors::working::{WorkingActor, WorkingArgs, WorkingMsg, WorkingRef};
+use crate::policy::schedule::Schedule;
 
 /// Handle to the supervisor.
 pub type SupervisorRef = ActorRef<SupervisorMsg>;
@@ -223,10 +224,10 @@ pub struct SupervisorArgs {
 pub struct CognitionSettings {
     /// Run the schedules at all.
     pub enabled: bool,
-    /// Sleep-cycle cron expression (with seconds).
-    pub sleep_schedule: String,
-    /// Archival cron expression (with seconds).
-    pub archival_schedule: String,
+    /// When the sleep cycle fires.
+    pub sleep_schedule: Schedule,
+    /// When archival fires (with its time zone).
+    pub archival_schedule: Schedule,
 }
 
 /// Messages of the supervisor.
@@ -297,6 +298,7 @@ async fn spawn_child(
                 enabled: args.cognition.enabled,
                 sleep_schedule: args.cognition.sleep_schedule.clone(),
                 archival_schedule: args.cognition.archival_schedule.clone(),
+                clock: args.consolidator.clock.clone(),
                 consolidator: Arc::new(move || directory.children().consolidator),
             };
             Actor::spawn_linked(None, CognitionActor, cognition, supervisor)

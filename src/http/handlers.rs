@@ -265,7 +265,16 @@ pub async fn consolidate(
     ApiJson(body): ApiJson<AgentBody>,
 ) -> ApiResult<Json<RunView>> {
     let agent = agent(&body.agent_id)?;
-    Ok(Json(state.runtime.consolidate(&agent).await?.into()))
+    Ok(Json(state.runtime.consolidate(&agent, "api").await?.into()))
+}
+
+/// Archive idle sessions now (what the 03:00 job does): each session idle for
+/// `archival.idle_hours` gets a summary tagged `archive_summary` and its working memory is cleared.
+#[utoipa::path(post, path = "/v1/admin/archive",
+    responses((status = 200, body = RunView), (status = 503, body = ErrorBody)))]
+#[tracing::instrument(skip_all)]
+pub async fn archive(State(state): Shared) -> ApiResult<Json<RunView>> {
+    Ok(Json(state.runtime.archive("api").await?.into()))
 }
 
 /// Statistics of an agent's memories.

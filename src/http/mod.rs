@@ -196,6 +196,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         handlers::spreading_activation,
         handlers::forget,
         handlers::consolidate,
+        handlers::archive,
         handlers::reflect,
         handlers::memory_history,
         handlers::build_context,
@@ -240,6 +241,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             get(handlers::memory_history_resource),
         )
         .route("/v1/cognition/runs", get(handlers::cognition_runs))
+        .route("/v1/admin/archive", post(handlers::archive))
         .route(
             "/v1/admin/actors/{child}/fail",
             post(handlers::inject_fault),

@@ -660,7 +660,7 @@ pub struct RunView {
     pub id: String,
     /// Agent (null: all).
     pub agent_id: Option<String>,
-    /// manual | schedule | archival.
+    /// Who started it: api, cli, test, or schedule:<job>@<slot>.
     pub trigger: String,
     /// Start.
     pub started_at: DateTime<Utc>,

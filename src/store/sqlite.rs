@@ -17,14 +17,15 @@ use mnemos_actors::model::{
 };
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
-    EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory,
+    ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
+    MemoryStore, SessionArchive, StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::search_terms;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 /// The migrations of the SQLite schema, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -165,16 +166,201 @@ fn fts_terms(memory: &Memory) -> String {
     out
 }
 
+/// Insert memories with their embeddings and keyword terms inside a transaction;
+/// ids already stored are skipped whole (idempotent retries).
+async fn insert_records(conn: &mut SqliteConnection, records: &[StoredMemory]) -> MemoryResult<()> {
+    // Ids already stored (a retried request) are skipped whole: nothing of theirs is written twice.
+    let mut existing = std::collections::HashSet::new();
+    for chunk in records.chunks(500) {
+        let mut builder: QueryBuilder<Sqlite> =
+            QueryBuilder::new("SELECT id FROM memories WHERE id IN (");
+        let mut separated = builder.separated(", ");
+        for record in chunk {
+            separated.push_bind(record.memory.id.as_str());
+        }
+        builder.push(")");
+        let rows: Vec<(String,)> = builder
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(backend_error)?;
+        existing.extend(rows.into_iter().map(|(id,)| id));
+    }
+    let fresh: Vec<&StoredMemory> = records
+        .iter()
+        .filter(|r| !existing.contains(r.memory.id.as_str()))
+        .collect();
+    for chunk in fresh.chunks(200) {
+        let mut builder: QueryBuilder<Sqlite> =
+            QueryBuilder::new(format!("INSERT INTO memories ({INSERT_COLUMNS}) "));
+        builder.push_values(chunk, |mut row, record| {
+            let m = &record.memory;
+            row.push_bind(m.id.as_str())
+                .push_bind(m.agent_id.as_str())
+                .push_bind(m.memory_type.as_str())
+                .push_bind(m.content.as_str())
+                .push_bind(m.title.as_deref())
+                .push_bind(f64::from(m.importance))
+                .push_bind(serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()))
+                .push_bind(m.session_id.as_ref().map(|s| s.as_str()))
+                .push_bind(format_time(&m.occurred_at))
+                .push_bind(format_time(&m.created_at))
+                .push_bind(format_time(&m.updated_at))
+                .push_bind(format_time(&m.last_accessed_at))
+                .push_bind(i64::from(m.access_count))
+                .push_bind(f64::from(m.consolidation_level))
+                .push_bind(m.valence.map(f64::from))
+                .push_bind(m.arousal.map(f64::from))
+                .push_bind(m.status.as_str())
+                .push_bind(i64::from(m.shared))
+                .push_bind(m.metadata.to_string())
+                .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
+                .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
+                .push_bind(i64::from(m.version))
+                .push_bind(normalized_hash(&m.content));
+        });
+        builder
+            .build()
+            .execute(&mut *conn)
+            .await
+            .map_err(backend_error)?;
+        let mut builder: QueryBuilder<Sqlite> =
+            QueryBuilder::new("INSERT INTO memory_embeddings (memory_id, vector) ");
+        builder.push_values(chunk, |mut row, record| {
+            row.push_bind(record.memory.id.as_str())
+                .push_bind(vector_to_blob(&record.embedding));
+        });
+        builder
+            .build()
+            .execute(&mut *conn)
+            .await
+            .map_err(backend_error)?;
+        let active: Vec<&&StoredMemory> = chunk
+            .iter()
+            .filter(|r| r.memory.status == MemoryStatus::Active)
+            .collect();
+        if !active.is_empty() {
+            let mut builder: QueryBuilder<Sqlite> =
+                QueryBuilder::new("INSERT INTO memories_fts (rowid, terms) ");
+            builder.push_values(active, |mut row, record| {
+                row.push("(SELECT rowid FROM memories WHERE id = ")
+                    .push_bind_unseparated(record.memory.id.as_str())
+                    .push_unseparated(")")
+                    .push_bind(fts_terms(&record.memory));
+            });
+            builder
+                .build()
+                .execute(&mut *conn)
+                .await
+                .map_err(backend_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// Replace a memory inside a transaction if its stored version is `previous.version`,
+/// archiving `previous` and refreshing keyword terms (and the embedding when given).
+async fn update_record(
+    conn: &mut SqliteConnection,
+    next: &Memory,
+    previous: &MemoryVersion,
+    embedding: Option<&[f32]>,
+) -> MemoryResult<()> {
+    let updated = sqlx::query(
+            "UPDATE memories SET memory_type = ?, content = ?, title = ?, importance = ?, tags = ?, session_id = ?, \
+             occurred_at = ?, updated_at = ?, last_accessed_at = ?, access_count = ?, consolidation_level = ?, \
+             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ? \
+             WHERE id = ? AND version = ?",
+        )
+        .bind(next.memory_type.as_str())
+        .bind(&next.content)
+        .bind(next.title.as_deref())
+        .bind(f64::from(next.importance))
+        .bind(serde_json::to_string(&next.tags).unwrap_or_else(|_| "[]".into()))
+        .bind(next.session_id.as_ref().map(|s| s.as_str()))
+        .bind(format_time(&next.occurred_at))
+        .bind(format_time(&next.updated_at))
+        .bind(format_time(&next.last_accessed_at))
+        .bind(i64::from(next.access_count))
+        .bind(f64::from(next.consolidation_level))
+        .bind(next.valence.map(f64::from))
+        .bind(next.arousal.map(f64::from))
+        .bind(next.status.as_str())
+        .bind(i64::from(next.shared))
+        .bind(next.metadata.to_string())
+        .bind(next.source.as_ref().map(|s| s.path.as_str()))
+        .bind(next.source.as_ref().map(|s| s.hash.as_str()))
+        .bind(i64::from(next.version))
+        .bind(normalized_hash(&next.content))
+        .bind(next.id.as_str())
+        .bind(i64::from(previous.version))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend_error)?;
+    if updated.rows_affected() == 0 {
+        let exists: Option<(i64,)> = sqlx::query_as("SELECT version FROM memories WHERE id = ?")
+            .bind(next.id.as_str())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(backend_error)?;
+        return Err(match exists {
+                None => MemoryError::not_found(format!("memory {} does not exist", next.id)),
+                Some((version,)) => MemoryError::conflict(format!(
+                    "memory {} changed concurrently (expected version {}, found {version}); read it again and retry",
+                    next.id, previous.version
+                )),
+            });
+    }
+    sqlx::query(
+            "INSERT OR REPLACE INTO memory_versions (memory_id, version, content, importance, tags, status, archived_at, reason) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(next.id.as_str())
+        .bind(i64::from(previous.version))
+        .bind(&previous.content)
+        .bind(f64::from(previous.importance))
+        .bind(serde_json::to_string(&previous.tags).unwrap_or_else(|_| "[]".into()))
+        .bind(previous.status.as_str())
+        .bind(format_time(&previous.archived_at))
+        .bind(&previous.reason)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend_error)?;
+    sqlx::query("DELETE FROM memories_fts WHERE rowid = (SELECT rowid FROM memories WHERE id = ?)")
+        .bind(next.id.as_str())
+        .execute(&mut *conn)
+        .await
+        .map_err(backend_error)?;
+    if next.status == MemoryStatus::Active {
+        sqlx::query("INSERT INTO memories_fts (rowid, terms) VALUES ((SELECT rowid FROM memories WHERE id = ?), ?)")
+                .bind(next.id.as_str())
+                .bind(fts_terms(next))
+                .execute(&mut *conn)
+                .await
+                .map_err(backend_error)?;
+    }
+    if let Some(embedding) = embedding {
+        sqlx::query("INSERT OR REPLACE INTO memory_embeddings (memory_id, vector) VALUES (?, ?)")
+            .bind(next.id.as_str())
+            .bind(vector_to_blob(embedding))
+            .execute(&mut *conn)
+            .await
+            .map_err(backend_error)?;
+    }
+    Ok(())
+}
+
 impl SqliteStore {
-    /// Open (creating if needed) `data_dir/mnemos.db` and apply migrations.
-    pub async fn open(data_dir: &Path) -> MemoryResult<Self> {
-        std::fs::create_dir_all(data_dir).map_err(|e| {
-            MemoryError::invalid(
-                "data_dir",
-                format!("cannot create data directory {}: {e}", data_dir.display()),
-            )
-        })?;
-        let path = data_dir.join("mnemos.db");
+    /// Open (creating if needed) the database file at `path` and apply migrations.
+    pub async fn open(path: &Path) -> MemoryResult<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                MemoryError::invalid(
+                    "storage.path",
+                    format!("cannot create directory {}: {e}", parent.display()),
+                )
+            })?;
+        }
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .map_err(backend_error)?
             .create_if_missing(true)
@@ -256,92 +442,7 @@ impl MemoryStore for SqliteStore {
 
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
         let mut tx = self.pool.begin().await.map_err(backend_error)?;
-        // Ids already stored (a retried request) are skipped whole: nothing of theirs is written twice.
-        let mut existing = std::collections::HashSet::new();
-        for chunk in records.chunks(500) {
-            let mut builder: QueryBuilder<Sqlite> =
-                QueryBuilder::new("SELECT id FROM memories WHERE id IN (");
-            let mut separated = builder.separated(", ");
-            for record in chunk {
-                separated.push_bind(record.memory.id.as_str());
-            }
-            builder.push(")");
-            let rows: Vec<(String,)> = builder
-                .build_query_as()
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-            existing.extend(rows.into_iter().map(|(id,)| id));
-        }
-        let fresh: Vec<&StoredMemory> = records
-            .iter()
-            .filter(|r| !existing.contains(r.memory.id.as_str()))
-            .collect();
-        for chunk in fresh.chunks(200) {
-            let mut builder: QueryBuilder<Sqlite> =
-                QueryBuilder::new(format!("INSERT INTO memories ({INSERT_COLUMNS}) "));
-            builder.push_values(chunk, |mut row, record| {
-                let m = &record.memory;
-                row.push_bind(m.id.as_str())
-                    .push_bind(m.agent_id.as_str())
-                    .push_bind(m.memory_type.as_str())
-                    .push_bind(m.content.as_str())
-                    .push_bind(m.title.as_deref())
-                    .push_bind(f64::from(m.importance))
-                    .push_bind(serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()))
-                    .push_bind(m.session_id.as_ref().map(|s| s.as_str()))
-                    .push_bind(format_time(&m.occurred_at))
-                    .push_bind(format_time(&m.created_at))
-                    .push_bind(format_time(&m.updated_at))
-                    .push_bind(format_time(&m.last_accessed_at))
-                    .push_bind(i64::from(m.access_count))
-                    .push_bind(f64::from(m.consolidation_level))
-                    .push_bind(m.valence.map(f64::from))
-                    .push_bind(m.arousal.map(f64::from))
-                    .push_bind(m.status.as_str())
-                    .push_bind(i64::from(m.shared))
-                    .push_bind(m.metadata.to_string())
-                    .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
-                    .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
-                    .push_bind(i64::from(m.version))
-                    .push_bind(normalized_hash(&m.content));
-            });
-            builder
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-            let mut builder: QueryBuilder<Sqlite> =
-                QueryBuilder::new("INSERT INTO memory_embeddings (memory_id, vector) ");
-            builder.push_values(chunk, |mut row, record| {
-                row.push_bind(record.memory.id.as_str())
-                    .push_bind(vector_to_blob(&record.embedding));
-            });
-            builder
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-            let active: Vec<&&StoredMemory> = chunk
-                .iter()
-                .filter(|r| r.memory.status == MemoryStatus::Active)
-                .collect();
-            if !active.is_empty() {
-                let mut builder: QueryBuilder<Sqlite> =
-                    QueryBuilder::new("INSERT INTO memories_fts (rowid, terms) ");
-                builder.push_values(active, |mut row, record| {
-                    row.push("(SELECT rowid FROM memories WHERE id = ")
-                        .push_bind_unseparated(record.memory.id.as_str())
-                        .push_unseparated(")")
-                        .push_bind(fts_terms(&record.memory));
-                });
-                builder
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(backend_error)?;
-            }
-        }
+        insert_records(&mut tx, records).await?;
         tx.commit().await.map_err(backend_error)
     }
 
@@ -484,92 +585,7 @@ impl MemoryStore for SqliteStore {
         embedding: Option<&[f32]>,
     ) -> MemoryResult<()> {
         let mut tx = self.pool.begin().await.map_err(backend_error)?;
-        let updated = sqlx::query(
-            "UPDATE memories SET memory_type = ?, content = ?, title = ?, importance = ?, tags = ?, session_id = ?, \
-             occurred_at = ?, updated_at = ?, last_accessed_at = ?, access_count = ?, consolidation_level = ?, \
-             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ? \
-             WHERE id = ? AND version = ?",
-        )
-        .bind(next.memory_type.as_str())
-        .bind(&next.content)
-        .bind(next.title.as_deref())
-        .bind(f64::from(next.importance))
-        .bind(serde_json::to_string(&next.tags).unwrap_or_else(|_| "[]".into()))
-        .bind(next.session_id.as_ref().map(|s| s.as_str()))
-        .bind(format_time(&next.occurred_at))
-        .bind(format_time(&next.updated_at))
-        .bind(format_time(&next.last_accessed_at))
-        .bind(i64::from(next.access_count))
-        .bind(f64::from(next.consolidation_level))
-        .bind(next.valence.map(f64::from))
-        .bind(next.arousal.map(f64::from))
-        .bind(next.status.as_str())
-        .bind(i64::from(next.shared))
-        .bind(next.metadata.to_string())
-        .bind(next.source.as_ref().map(|s| s.path.as_str()))
-        .bind(next.source.as_ref().map(|s| s.hash.as_str()))
-        .bind(i64::from(next.version))
-        .bind(normalized_hash(&next.content))
-        .bind(next.id.as_str())
-        .bind(i64::from(previous.version))
-        .execute(&mut *tx)
-        .await
-        .map_err(backend_error)?;
-        if updated.rows_affected() == 0 {
-            let exists: Option<(i64,)> =
-                sqlx::query_as("SELECT version FROM memories WHERE id = ?")
-                    .bind(next.id.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(backend_error)?;
-            return Err(match exists {
-                None => MemoryError::not_found(format!("memory {} does not exist", next.id)),
-                Some((version,)) => MemoryError::conflict(format!(
-                    "memory {} changed concurrently (expected version {}, found {version}); read it again and retry",
-                    next.id, previous.version
-                )),
-            });
-        }
-        sqlx::query(
-            "INSERT OR REPLACE INTO memory_versions (memory_id, version, content, importance, tags, status, archived_at, reason) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(next.id.as_str())
-        .bind(i64::from(previous.version))
-        .bind(&previous.content)
-        .bind(f64::from(previous.importance))
-        .bind(serde_json::to_string(&previous.tags).unwrap_or_else(|_| "[]".into()))
-        .bind(previous.status.as_str())
-        .bind(format_time(&previous.archived_at))
-        .bind(&previous.reason)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend_error)?;
-        sqlx::query(
-            "DELETE FROM memories_fts WHERE rowid = (SELECT rowid FROM memories WHERE id = ?)",
-        )
-        .bind(next.id.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(backend_error)?;
-        if next.status == MemoryStatus::Active {
-            sqlx::query("INSERT INTO memories_fts (rowid, terms) VALUES ((SELECT rowid FROM memories WHERE id = ?), ?)")
-                .bind(next.id.as_str())
-                .bind(fts_terms(next))
-                .execute(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-        }
-        if let Some(embedding) = embedding {
-            sqlx::query(
-                "INSERT OR REPLACE INTO memory_embeddings (memory_id, vector) VALUES (?, ?)",
-            )
-            .bind(next.id.as_str())
-            .bind(vector_to_blob(embedding))
-            .execute(&mut *tx)
-            .await
-            .map_err(backend_error)?;
-        }
+        update_record(&mut tx, next, previous, embedding).await?;
         tx.commit().await.map_err(backend_error)
     }
 
@@ -805,6 +821,215 @@ impl MemoryStore for SqliteStore {
             .collect()
     }
 
+    fn keeps_edges(&self) -> bool {
+        true
+    }
+
+    async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        // Sources first: a source changed since it was read fails the whole cluster.
+        for (next, previous) in &commit.sources {
+            update_record(&mut tx, next, previous, None).await?;
+        }
+        insert_records(&mut tx, std::slice::from_ref(&commit.derived)).await?;
+        for edge in &commit.edges {
+            sqlx::query(
+                "INSERT INTO associations (agent_id, from_id, to_id, relation, weight, created_at) VALUES (?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (from_id, to_id, relation) DO UPDATE SET weight = excluded.weight",
+            )
+            .bind(edge.agent_id.as_str())
+            .bind(edge.from_id.as_str())
+            .bind(edge.to_id.as_str())
+            .bind(&edge.relation)
+            .bind(f64::from(edge.weight))
+            .bind(format_time(&edge.created_at))
+            .execute(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+        }
+        tx.commit().await.map_err(backend_error)
+    }
+
+    async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "SELECT memory_id, vector FROM memory_embeddings WHERE memory_id IN (",
+            );
+            let mut separated = builder.separated(", ");
+            for id in chunk {
+                separated.push_bind(id.as_str());
+            }
+            builder.push(")");
+            let rows: Vec<(String, Vec<u8>)> = builder
+                .build_query_as()
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend_error)?;
+            out.extend(
+                rows.into_iter()
+                    .map(|(id, blob)| (MemoryId(id), blob_to_vector(&blob))),
+            );
+        }
+        Ok(out)
+    }
+
+    async fn purge_forgotten(
+        &self,
+        agent: &AgentId,
+        archived_before: DateTime<Utc>,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT m.id FROM memories m WHERE m.agent_id = ? AND m.status = 'archived' AND m.updated_at < ? \
+             AND (SELECT v.reason FROM memory_versions v WHERE v.memory_id = m.id ORDER BY v.version DESC LIMIT 1) IN (?, ?)",
+        )
+        .bind(agent.as_str())
+        .bind(format_time(&archived_before))
+        .bind(FORGET_REASONS[0])
+        .bind(FORGET_REASONS[1])
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        for (id,) in &rows {
+            // Versions, embedding, edges and keyword terms go with it (cascades and trigger).
+            sqlx::query("DELETE FROM memories WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        }
+        tx.commit().await.map_err(backend_error)?;
+        Ok(rows.into_iter().map(|(id,)| MemoryId(id)).collect())
+    }
+
+    async fn idle_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        limit: usize,
+    ) -> MemoryResult<Vec<IdleSession>> {
+        // Archive summaries are not activity (they would make their session look busy again).
+        let rows = sqlx::query(
+            "SELECT g.agent_id, g.session_id, g.first_at, g.last_at, g.last_activity FROM ( \
+                 SELECT agent_id, session_id, MIN(occurred_at) AS first_at, MAX(occurred_at) AS last_at, \
+                        MAX(created_at) AS last_activity \
+                 FROM memories WHERE session_id IS NOT NULL AND tags NOT LIKE '%\"archive_summary\"%' \
+                 GROUP BY agent_id, session_id) g \
+             LEFT JOIN session_archives a ON a.agent_id = g.agent_id AND a.session_id = g.session_id \
+             WHERE g.last_activity < ? AND (a.archived_through IS NULL OR g.last_activity > a.archived_through) \
+             ORDER BY g.last_activity LIMIT ?",
+        )
+        .bind(format_time(&idle_before))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(IdleSession {
+                    agent_id: AgentId::parse(row.get("agent_id"))?,
+                    session_id: SessionId::parse(row.get("session_id"))?,
+                    first_at: parse_time(row.get("first_at"))?,
+                    last_at: parse_time(row.get("last_at"))?,
+                    last_activity: parse_time(row.get("last_activity"))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn session_memories(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<Memory>> {
+        let rows = sqlx::query(
+            "SELECT * FROM memories WHERE agent_id = ? AND session_id = ? ORDER BY occurred_at, id",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(memory_from_row).collect()
+    }
+
+    async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let through = format_time(&archive.archived_through);
+        let marked = sqlx::query(
+            "INSERT INTO session_archives (agent_id, session_id, archived_through, summary_id) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (agent_id, session_id) DO UPDATE SET archived_through = excluded.archived_through, \
+             summary_id = excluded.summary_id WHERE session_archives.archived_through < excluded.archived_through",
+        )
+        .bind(archive.agent_id.as_str())
+        .bind(archive.session_id.as_str())
+        .bind(&through)
+        .bind(archive.summary.memory.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        if marked.rows_affected() == 0 {
+            return Ok(false);
+        }
+        insert_records(&mut tx, std::slice::from_ref(&archive.summary)).await?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(true)
+    }
+
+    async fn try_acquire_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        slot: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        // One statement, so two processes racing for a slot cannot both win.
+        let claimed = sqlx::query(
+            "INSERT INTO job_leases (job, holder, expires_at, last_slot) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
+             last_slot = excluded.last_slot \
+             WHERE job_leases.last_slot < excluded.last_slot AND (job_leases.expires_at <= ?5 OR job_leases.holder = excluded.holder)",
+        )
+        .bind(job)
+        .bind(holder)
+        .bind(format_time(&expires_at))
+        .bind(format_time(&slot))
+        .bind(format_time(&now))
+        .execute(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(claimed.rows_affected() > 0)
+    }
+
+    async fn renew_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        expires_at: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        let renewed =
+            sqlx::query("UPDATE job_leases SET expires_at = ? WHERE job = ? AND holder = ?")
+                .bind(format_time(&expires_at))
+                .bind(job)
+                .bind(holder)
+                .execute(&self.pool)
+                .await
+                .map_err(backend_error)?;
+        Ok(renewed.rows_affected() > 0)
+    }
+
+    async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> MemoryResult<()> {
+        sqlx::query("UPDATE job_leases SET expires_at = ? WHERE job = ? AND holder = ?")
+            .bind(format_time(&now))
+            .bind(job)
+            .bind(holder)
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(())
+    }
+
     async fn flush(&self) -> MemoryResult<()> {
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .execute(&self.pool)
@@ -942,7 +1167,12 @@ mod tests {
 
     async fn store() -> (SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        (SqliteStore::open(dir.path()).await.unwrap(), dir)
+        (
+            SqliteStore::open(&dir.path().join("mnemos.db"))
+                .await
+                .unwrap(),
+            dir,
+        )
     }
 
     #[tokio::test]

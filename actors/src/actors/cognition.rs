@@ -1,32 +1,39 @@
-//! BackgroundCognition: owns the cron scheduler that wakes the sleep cycle and the
-//! nightly archival. Jobs only send `Tick` messages to this actor; the actor forwards
-//! the work to the consolidator. Tests drive the same path with `Tick` directly.
+//! BackgroundCognition: owns the tokio-cron-scheduler `JobScheduler` that wakes the
+//! sleep cycle and archival.
+//!
+//! Each job is armed as a one-shot for its next firing, computed by
+//! [`Schedule::next_after`] in the job's time zone; when it fires it only sends
+//! `Tick { job, slot }` to this actor, which forwards the work to the consolidator
+//! (where the lease is claimed) and arms the next firing. Computing every firing
+//! afresh keeps "03:00 local" at 03:00 local across daylight-saving changes, which a
+//! cron job with a captured UTC offset would not. Tests send `Tick` directly.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_cron_scheduler::{Job, JobScheduler};
 
+pub use super::consolidator::ScheduledJob;
 use super::consolidator::{ConsolidatorMsg, ConsolidatorRef};
 use super::injected_fault;
+use crate::clock::Clock;
 use crate::error::MemoryError;
+use crate::policy::schedule::Schedule;
 
 /// Handle to the BackgroundCognition actor.
 pub type CognitionRef = ActorRef<CognitionMsg>;
 
-/// Which scheduled job fired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScheduledJob {
-    /// The sleep cycle (consolidation of every agent).
-    SleepCycle,
-    /// Nightly archival of idle sessions.
-    Archival,
-}
-
 /// Messages of the BackgroundCognition actor.
 pub enum CognitionMsg {
-    /// A scheduled job fired (sent by the cron scheduler, or by tests).
-    Tick(ScheduledJob),
+    /// A scheduled job fired for its firing `slot` (sent by the scheduler, or by tests).
+    Tick {
+        /// Which job.
+        job: ScheduledJob,
+        /// The scheduled instant of this firing.
+        slot: DateTime<Utc>,
+    },
     /// Test hook: fail the actor as if its state were broken.
     InjectFault,
 }
@@ -36,37 +43,75 @@ pub enum CognitionMsg {
 pub struct CognitionArgs {
     /// Run the schedules at all.
     pub enabled: bool,
-    /// Cron expression (with seconds) of the sleep cycle.
-    pub sleep_schedule: String,
-    /// Cron expression (with seconds) of archival, in UTC.
-    pub archival_schedule: String,
+    /// When the sleep cycle fires.
+    pub sleep_schedule: Schedule,
+    /// When archival fires.
+    pub archival_schedule: Schedule,
+    /// Time source for computing firings.
+    pub clock: Arc<dyn Clock>,
     /// Resolves the consolidator's current ref (it may have been restarted).
-    pub consolidator: std::sync::Arc<dyn Fn() -> Option<ConsolidatorRef> + Send + Sync>,
+    pub consolidator: Arc<dyn Fn() -> Option<ConsolidatorRef> + Send + Sync>,
 }
 
 /// The actor's state.
 pub struct CognitionState {
     /// The running scheduler (None when disabled); shut down when the actor stops.
     scheduler: Option<JobScheduler>,
-    /// Resolves the consolidator's current ref.
-    consolidator: std::sync::Arc<dyn Fn() -> Option<ConsolidatorRef> + Send + Sync>,
+    /// Schedules, clock and the consolidator lookup.
+    args: CognitionArgs,
+    /// The firing currently armed per job: only that firing's tick arms the next one
+    /// (a tick sent by a test or the CLI does not add a second chain).
+    armed: std::collections::HashMap<ScheduledJob, DateTime<Utc>>,
 }
 
 /// The BackgroundCognition actor.
 pub struct CognitionActor;
 
-fn schedule_error(key: &str, error: impl std::fmt::Display) -> ActorProcessingErr {
-    Box::new(MemoryError::invalid(
-        key,
-        format!("{key}: invalid cron schedule: {error}"),
-    ))
+fn schedule_error(error: impl std::fmt::Display) -> ActorProcessingErr {
+    Box::new(MemoryError::unavailable(format!(
+        "the job scheduler failed: {error}"
+    )))
 }
 
-/// Check that a cron expression (six or seven fields, seconds first) parses.
-pub fn validate_schedule(key: &str, expression: &str) -> Result<(), MemoryError> {
-    Job::new_async(expression, |_, _| Box::pin(async {}))
-        .map(|_| ())
-        .map_err(|e| MemoryError::invalid(key, format!("{key} = {expression:?} is not a cron schedule with seconds (e.g. \"0 */30 * * * *\"): {e}")))
+impl CognitionState {
+    fn schedule(&self, job: ScheduledJob) -> &Schedule {
+        match job {
+            ScheduledJob::SleepCycle => &self.args.sleep_schedule,
+            ScheduledJob::Archival => &self.args.archival_schedule,
+        }
+    }
+
+    /// Arm a one-shot job for the first firing of `job` after `after`.
+    async fn arm(
+        &mut self,
+        myself: &CognitionRef,
+        job: ScheduledJob,
+        after: DateTime<Utc>,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(scheduler) = &self.scheduler else {
+            return Ok(());
+        };
+        let Some(slot) = self.schedule(job).next_after(after) else {
+            tracing::warn!(job = job.name(), "schedule never fires again");
+            return Ok(());
+        };
+        let wait = (slot - self.args.clock.now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        let target = myself.clone();
+        let one_shot =
+            Job::new_one_shot_at_instant_async(std::time::Instant::now() + wait, move |_, _| {
+                let target = target.clone();
+                Box::pin(async move {
+                    let _ = target.cast(CognitionMsg::Tick { job, slot });
+                })
+            })
+            .map_err(schedule_error)?;
+        scheduler.add(one_shot).await.map_err(schedule_error)?;
+        self.armed.insert(job, slot);
+        tracing::debug!(job = job.name(), %slot, "next firing armed");
+        Ok(())
+    }
 }
 
 impl Actor for CognitionActor {
@@ -80,46 +125,22 @@ impl Actor for CognitionActor {
         args: CognitionArgs,
     ) -> Result<CognitionState, ActorProcessingErr> {
         let scheduler = if args.enabled {
-            let scheduler = JobScheduler::new()
-                .await
-                .map_err(|e| schedule_error("cognition.schedule", e))?;
-            for (key, expression, job) in [
-                (
-                    "cognition.schedule",
-                    args.sleep_schedule.clone(),
-                    ScheduledJob::SleepCycle,
-                ),
-                (
-                    "archival.schedule",
-                    args.archival_schedule.clone(),
-                    ScheduledJob::Archival,
-                ),
-            ] {
-                let target = myself.clone();
-                let cron = Job::new_async(expression.as_str(), move |_, _| {
-                    let target = target.clone();
-                    Box::pin(async move {
-                        let _ = target.cast(CognitionMsg::Tick(job));
-                    })
-                })
-                .map_err(|e| schedule_error(key, e))?;
-                scheduler
-                    .add(cron)
-                    .await
-                    .map_err(|e| schedule_error(key, e))?;
-            }
-            scheduler
-                .start()
-                .await
-                .map_err(|e| schedule_error("cognition.schedule", e))?;
+            let scheduler = JobScheduler::new().await.map_err(schedule_error)?;
+            scheduler.start().await.map_err(schedule_error)?;
             Some(scheduler)
         } else {
             None
         };
-        Ok(CognitionState {
+        let mut state = CognitionState {
             scheduler,
-            consolidator: args.consolidator,
-        })
+            args,
+            armed: Default::default(),
+        };
+        let now = state.args.clock.now();
+        for job in [ScheduledJob::SleepCycle, ScheduledJob::Archival] {
+            state.arm(&myself, job, now).await?;
+        }
+        Ok(state)
     }
 
     async fn post_stop(
@@ -136,28 +157,33 @@ impl Actor for CognitionActor {
     #[tracing::instrument(name = "cognition", skip_all)]
     async fn handle(
         &self,
-        _myself: CognitionRef,
+        myself: CognitionRef,
         message: CognitionMsg,
         state: &mut CognitionState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            CognitionMsg::Tick(job) => {
-                let Some(consolidator) = (state.consolidator)() else {
-                    tracing::warn!(?job, "consolidator is restarting; tick skipped");
-                    return Ok(());
-                };
-                let message = match job {
-                    ScheduledJob::SleepCycle => ConsolidatorMsg::ConsolidateAll {
-                        trigger: "schedule".into(),
-                        reply: None,
-                    },
-                    ScheduledJob::Archival => ConsolidatorMsg::Archive {
-                        trigger: "archival".into(),
-                        reply: None,
-                    },
-                };
-                tracing::info!(?job, "scheduled job fired");
-                let _ = consolidator.cast(message);
+            CognitionMsg::Tick { job, slot } => {
+                tracing::info!(job = job.name(), %slot, "scheduled job fired");
+                match (state.args.consolidator)() {
+                    Some(consolidator) => {
+                        let _ = consolidator.cast(ConsolidatorMsg::Scheduled {
+                            job,
+                            slot,
+                            reply: None,
+                        });
+                    }
+                    None => {
+                        tracing::warn!(
+                            job = job.name(),
+                            "consolidator is restarting; firing skipped"
+                        )
+                    }
+                }
+                // The armed firing arms the next one, after this slot.
+                if state.armed.get(&job) == Some(&slot) {
+                    let after = slot.max(state.args.clock.now());
+                    state.arm(&myself, job, after).await?;
+                }
             }
             CognitionMsg::InjectFault => return Err(injected_fault("cognition")),
         }

@@ -1,47 +1,106 @@
-//! The consolidator/archiver actor: carries out consolidation plans and archival.
+//! The consolidator/archiver actor: carries out the sleep cycle and archival.
 //!
-//! Today a consolidation pass computes the agent's statistics and archives the
-//! memories that [`crate::policy::consolidation::plan`] says have faded (never
-//! deleting them); archival drops expired working-memory sessions. Both record a
-//! run in the run log. Clustering and abstraction arrive with the sleep-cycle work.
+//! A sleep-cycle pass for one agent ([`consolidate_agent`]) reflects (stats), takes the
+//! candidates (active episodic/affective memories with consolidation_level < 1),
+//! clusters them ([`crate::policy::clustering`]), asks inner thought to abstract each
+//! cluster into a semantic or procedural memory, commits each cluster in its own
+//! transaction (derived memory + `derived_from` edges + sources raised to level 1),
+//! then applies the rule decisions for the rest (forget → `archived`, promote →
+//! semantic, keep) and purges memories forgotten longer than `purge_after_days` ago.
+//! Archival ([`archive_idle_sessions`]) summarises sessions idle for `idle_hours` and
+//! clears their working memory. Both are idempotent and both write a run record.
+//!
+//! Scheduled firings ([`run_scheduled`]) first claim a lease in the system of record,
+//! so that with several processes on one database each firing runs exactly once.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use chrono::{DateTime, Duration, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::injected_fault;
 use crate::clock::Clock;
+use crate::embedding::{dot, Embedder};
 use crate::error::{ErrorCode, MemoryResult};
-use crate::model::{apply_patch, version_of, AgentId, ConsolidationRun, MemoryPatch, MemoryStatus};
-use crate::policy::consolidation::{plan, ForgetPolicy};
+use crate::model::{
+    apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
+    MemoryStatus, MemoryType,
+};
+use crate::policy::clustering::{centroid, cluster, ClusterItem, ClusterParams};
+use crate::policy::consolidation::{decide, is_candidate, Decision, ForgetPolicy, PromotePolicy};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::stats::agent_stats;
-use crate::store::{MemoryStore, VectorIndex, WorkingStore};
+use crate::store::{
+    ConsolidationCommit, EmbeddingRecord, GraphStore, MemoryStore, SessionArchive, StoredMemory,
+    VectorIndex, WorkingStore,
+};
+use crate::thought::{ClusterDigest, DigestMember, InnerThought, SessionDigest};
 
 /// Handle to the consolidator actor.
 pub type ConsolidatorRef = ActorRef<ConsolidatorMsg>;
 type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
+/// The tag of archive summaries (sessions and compactions).
+pub const ARCHIVE_SUMMARY_TAG: &str = "archive_summary";
+
+/// A scheduled job of BackgroundCognition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScheduledJob {
+    /// The sleep cycle (consolidation of every agent).
+    SleepCycle,
+    /// Archival of idle sessions.
+    Archival,
+}
+
+impl ScheduledJob {
+    /// Lease and log name of the job.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScheduledJob::SleepCycle => "sleep_cycle",
+            ScheduledJob::Archival => "archival",
+        }
+    }
+}
+
 /// Messages of the consolidator actor.
 pub enum ConsolidatorMsg {
-    /// Consolidate one agent.
+    /// Consolidate one agent now (no lease: each cluster's transaction guards races).
     Consolidate {
+        /// Whose memories.
         agent: AgentId,
+        /// Who asked (`api`, `cli`, ...), recorded in the run.
         trigger: String,
+        /// The run record.
         reply: Reply<ConsolidationRun>,
     },
-    /// Consolidate every agent.
-    ConsolidateAll {
-        trigger: String,
-        reply: Option<Reply<Vec<ConsolidationRun>>>,
-    },
-    /// Archive idle sessions.
+    /// Archive idle sessions now.
     Archive {
+        /// Who asked, recorded in the run.
         trigger: String,
-        reply: Option<Reply<ConsolidationRun>>,
+        /// The run record.
+        reply: Reply<ConsolidationRun>,
+    },
+    /// A scheduled firing: claim its lease, then run the job (sent by BackgroundCognition).
+    Scheduled {
+        /// Which job.
+        job: ScheduledJob,
+        /// The firing's scheduled instant (the lease slot shared by every process).
+        slot: DateTime<Utc>,
+        /// Runs recorded, or None when another process claimed the firing (tests listen here).
+        reply: Option<Reply<Option<Vec<ConsolidationRun>>>>,
     },
     /// Test hook: fail the actor as if its state were broken.
     InjectFault,
+}
+
+/// Lease settings for scheduled firings.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    /// This process's holder id (host, pid and a random part).
+    pub holder: String,
+    /// How long a claim lasts without renewal; renewed after every agent.
+    pub ttl: Duration,
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -49,28 +108,80 @@ pub enum ConsolidatorMsg {
 pub struct ConsolidatorArgs {
     /// The system of record.
     pub store: Arc<dyn MemoryStore>,
-    /// The vector index, so forgotten memories leave recall at once.
+    /// The vector index, so new knowledge is recallable and forgotten memories leave at once.
     pub index: Arc<dyn VectorIndex>,
-    /// Working-memory windows to archive.
+    /// The association graph, which receives `derived_from` edges.
+    pub graph: Arc<dyn GraphStore>,
+    /// Working-memory windows to clear on archival.
     pub working: Arc<dyn WorkingStore>,
+    /// Embeds abstractions and summaries.
+    pub embedder: Arc<dyn Embedder>,
+    /// Abstracts clusters and summarises sessions.
+    pub thought: Arc<dyn InnerThought>,
     /// Time source.
     pub clock: Arc<dyn Clock>,
     /// Retention curve.
     pub retention: RetentionPolicy,
     /// Forgetting thresholds.
     pub forget: ForgetPolicy,
+    /// Promotion thresholds.
+    pub promote: PromotePolicy,
+    /// Clustering parameters.
+    pub clustering: ClusterParams,
+    /// Days an archived-by-forgetting memory is kept before it is deleted (0: never purge).
+    pub purge_after_days: i64,
+    /// Hours without activity after which a session is archived.
+    pub idle_hours: i64,
+    /// Lease of scheduled firings.
+    pub lease: LeaseSettings,
 }
 
 /// The actor's state: its arguments (it keeps no other state between runs).
 pub struct ConsolidatorState {
-    /// Stores, clock and policies.
+    /// Stores, clock, models and policies.
     args: ConsolidatorArgs,
 }
 
 /// The consolidator actor.
 pub struct ConsolidatorActor;
 
-/// One consolidation step for one agent: plan and apply. Tests and the CLI call it directly.
+/// What happened to one cluster, for the run report.
+#[derive(Debug, serde::Serialize)]
+struct ClusterOutcome {
+    /// The derived memory (None when the commit was skipped).
+    derived_id: Option<String>,
+    /// Its type.
+    memory_type: &'static str,
+    /// Source ids.
+    sources: Vec<String>,
+    /// Inner-thought provider that wrote it.
+    provider: &'static str,
+    /// Why the configured provider was not used, if it was not.
+    fallback: Option<String>,
+    /// Why the cluster was skipped, if it was.
+    skipped: Option<String>,
+}
+
+fn is_race(error: &crate::error::MemoryError) -> bool {
+    error.code == ErrorCode::Conflict || error.code == ErrorCode::NotFound
+}
+
+/// The next state of a memory whose knowledge now lives in an abstraction.
+fn consolidated(memory: &Memory, now: DateTime<Utc>) -> Memory {
+    let mut next = memory.clone();
+    next.consolidation_level = 1.0;
+    next.version = memory.version + 1;
+    next.updated_at = now;
+    next
+}
+
+/// Edges in the SQL store are written by the cluster's transaction; any other graph
+/// backend receives them as a projection.
+fn graph_is_separate(args: &ConsolidatorArgs) -> bool {
+    !(args.store.keeps_edges() && args.graph.backend_name() == "sql")
+}
+
+/// One sleep-cycle pass for one agent. Tests, the CLI and `POST /tools/consolidate` call it directly.
 pub async fn consolidate_agent(
     args: &ConsolidatorArgs,
     agent: &AgentId,
@@ -79,73 +190,499 @@ pub async fn consolidate_agent(
     let started_at = args.clock.now();
     let memories = args.store.agent_memories(agent).await?;
     let stats = agent_stats(&memories, &args.retention, started_at);
-    let planned = plan(&memories, &args.retention, &args.forget, started_at);
-    let mut forgotten = 0u32;
-    for id in &planned.forget {
-        let Some(memory) = memories.iter().find(|m| m.id == *id) else {
-            continue;
-        };
-        let now = args.clock.now();
-        let patch = MemoryPatch {
-            status: Some(MemoryStatus::Archived),
-            ..Default::default()
-        };
-        let next = apply_patch(memory, &patch, now);
-        match args
-            .store
-            .update(&next, &version_of(memory, "forget_decay", now), None)
-            .await
+    let mut candidates: Vec<&Memory> = memories.iter().filter(|m| is_candidate(m)).collect();
+    candidates.sort_by(|a, b| a.id.cmp(&b.id));
+    let ids: Vec<MemoryId> = candidates.iter().map(|m| m.id.clone()).collect();
+    let embeddings: HashMap<MemoryId, Vec<f32>> =
+        args.store.embeddings_of(&ids).await?.into_iter().collect();
+    // Only candidates with a stored embedding can be clustered (all of them, normally).
+    let clusterable: Vec<&Memory> = candidates
+        .iter()
+        .copied()
+        .filter(|m| embeddings.contains_key(&m.id))
+        .collect();
+    let position: HashMap<&MemoryId, usize> = clusterable
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (&m.id, i))
+        .collect();
+    let mut edge_pairs: HashSet<(usize, usize)> = HashSet::new();
+    if !clusterable.is_empty() {
+        let seeds: Vec<MemoryId> = clusterable.iter().map(|m| m.id.clone()).collect();
+        for edge in args
+            .graph
+            .edges_around(agent, &seeds, 1, seeds.len() * 8 + 64)
+            .await?
         {
-            Ok(()) => {
-                args.index.remove(std::slice::from_ref(id));
-                forgotten += 1;
+            if let (Some(&a), Some(&b)) = (position.get(&edge.from_id), position.get(&edge.to_id)) {
+                edge_pairs.insert((a, b));
             }
-            // Changed since we read it (recalled, patched): leave it for the next run.
-            Err(error)
-                if error.code == ErrorCode::Conflict || error.code == ErrorCode::NotFound => {}
-            Err(error) => return Err(error),
         }
     }
+    let items: Vec<ClusterItem> = clusterable
+        .iter()
+        .map(|m| ClusterItem {
+            embedding: &embeddings[&m.id],
+            tags: &m.tags,
+            occurred_at: m.occurred_at,
+        })
+        .collect();
+    let clusters = cluster(&items, &edge_pairs, &args.clustering);
+
+    let mut clustered: HashSet<MemoryId> = HashSet::new();
+    let mut outcomes: Vec<ClusterOutcome> = Vec::new();
+    let (mut consolidated_count, mut new_semantic, mut new_procedural, mut tokens) =
+        (0u32, 0u32, 0u32, 0u64);
+    let mut fallbacks = 0u32;
+    for members in &clusters {
+        let sources: Vec<&Memory> = members.iter().map(|&i| clusterable[i]).collect();
+        let vectors: Vec<&[f32]> = sources
+            .iter()
+            .map(|m| embeddings[&m.id].as_slice())
+            .collect();
+        let center = centroid(&vectors);
+        let digest = ClusterDigest {
+            agent_id: agent.clone(),
+            members: sources
+                .iter()
+                .zip(&vectors)
+                .map(|(m, v)| DigestMember {
+                    content: m.content.clone(),
+                    tags: m.tags.clone(),
+                    occurred_at: m.occurred_at,
+                    centrality: dot(v, &center),
+                    importance: m.importance,
+                })
+                .collect(),
+        };
+        let thought = args.thought.abstract_cluster(&digest).await;
+        tokens += thought.tokens;
+        if thought.fallback.is_some() {
+            fallbacks += 1;
+        }
+        let abstraction = thought.value;
+        let memory_type = match abstraction.memory_type {
+            MemoryType::Procedural => MemoryType::Procedural,
+            _ => MemoryType::Semantic,
+        };
+        let now = args.clock.now();
+        let source_ids: Vec<String> = sources.iter().map(|m| m.id.to_string()).collect();
+        let derived = Memory {
+            id: MemoryId::generate(),
+            agent_id: agent.clone(),
+            memory_type,
+            content: abstraction.content.clone(),
+            title: Some(abstraction.title.clone()),
+            importance: abstraction.importance.clamp(0.0, 1.0),
+            tags: abstraction.tags.clone(),
+            session_id: None,
+            occurred_at: sources.iter().map(|m| m.occurred_at).max().unwrap_or(now),
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: now,
+            access_count: 0,
+            consolidation_level: 1.0,
+            valence: None,
+            arousal: None,
+            status: MemoryStatus::Active,
+            shared: false,
+            metadata: serde_json::json!({
+                "derived_from": source_ids,
+                "inner_thought": thought.provider,
+            }),
+            source: None,
+            version: 1,
+        };
+        let embedding = args.embedder.embed(&derived.content)?;
+        let edges: Vec<Association> = sources
+            .iter()
+            .map(|m| Association {
+                agent_id: agent.clone(),
+                from_id: derived.id.clone(),
+                to_id: m.id.clone(),
+                relation: "derived_from".into(),
+                weight: 1.0,
+                created_at: now,
+            })
+            .collect();
+        let commit = ConsolidationCommit {
+            derived: StoredMemory {
+                memory: derived.clone(),
+                embedding: embedding.clone(),
+            },
+            edges: edges.clone(),
+            sources: sources
+                .iter()
+                .map(|m| (consolidated(m, now), version_of(m, "consolidate", now)))
+                .collect(),
+        };
+        let mut outcome = ClusterOutcome {
+            derived_id: None,
+            memory_type: memory_type.as_str(),
+            sources: source_ids,
+            provider: thought.provider,
+            fallback: thought.fallback.clone(),
+            skipped: None,
+        };
+        match args.store.commit_consolidation(&commit).await {
+            Ok(()) => {
+                args.index.upsert(&[EmbeddingRecord {
+                    id: derived.id.clone(),
+                    agent_id: agent.clone(),
+                    memory_type,
+                    shared: false,
+                    vector: embedding,
+                }]);
+                if graph_is_separate(args) {
+                    for edge in &edges {
+                        args.graph.upsert_edge(edge).await?;
+                    }
+                }
+                consolidated_count += sources.len() as u32;
+                match memory_type {
+                    MemoryType::Procedural => new_procedural += 1,
+                    _ => new_semantic += 1,
+                }
+                clustered.extend(sources.iter().map(|m| m.id.clone()));
+                outcome.derived_id = Some(derived.id.to_string());
+            }
+            // A source changed while we thought: leave the whole cluster for the next run.
+            Err(error) if is_race(&error) => outcome.skipped = Some(error.message),
+            Err(error) => return Err(error),
+        }
+        outcomes.push(outcome);
+    }
+
+    let in_cluster: HashSet<&MemoryId> = clusters
+        .iter()
+        .flatten()
+        .map(|&i| &clusterable[i].id)
+        .collect();
+    let mut decisions: BTreeMap<&'static str, u32> = BTreeMap::new();
+    let (mut forgotten_ids, mut promoted_ids) = (Vec::new(), Vec::new());
+    for memory in &candidates {
+        let now = args.clock.now();
+        let decision = decide(
+            memory,
+            in_cluster.contains(&memory.id),
+            &args.retention,
+            &args.forget,
+            &args.promote,
+            started_at,
+        );
+        *decisions.entry(decision.as_str()).or_default() += 1;
+        match decision {
+            Decision::Consolidate | Decision::Keep => {}
+            Decision::Forget => {
+                let patch = MemoryPatch {
+                    status: Some(MemoryStatus::Archived),
+                    ..Default::default()
+                };
+                let next = apply_patch(memory, &patch, now);
+                match args
+                    .store
+                    .update(&next, &version_of(memory, "forget_decay", now), None)
+                    .await
+                {
+                    Ok(()) => {
+                        args.index.remove(std::slice::from_ref(&memory.id));
+                        forgotten_ids.push(memory.id.clone());
+                    }
+                    // Changed since we read it (recalled, patched): leave it for the next run.
+                    Err(error) if is_race(&error) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Decision::Promote => {
+                let mut next = apply_patch(
+                    memory,
+                    &MemoryPatch {
+                        memory_type: Some(MemoryType::Semantic),
+                        ..Default::default()
+                    },
+                    now,
+                );
+                next.consolidation_level = 1.0;
+                match args
+                    .store
+                    .update(&next, &version_of(memory, "promote", now), None)
+                    .await
+                {
+                    Ok(()) => {
+                        if let Some(vector) = embeddings.get(&memory.id) {
+                            args.index.upsert(&[EmbeddingRecord {
+                                id: memory.id.clone(),
+                                agent_id: agent.clone(),
+                                memory_type: MemoryType::Semantic,
+                                shared: memory.shared,
+                                vector: vector.clone(),
+                            }]);
+                        }
+                        promoted_ids.push(memory.id.clone());
+                    }
+                    Err(error) if is_race(&error) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+    }
+
+    let purged = if args.purge_after_days > 0 {
+        let cutoff = started_at - Duration::days(args.purge_after_days);
+        let purged = args.store.purge_forgotten(agent, cutoff).await?;
+        if !purged.is_empty() {
+            args.index.remove(&purged);
+            if graph_is_separate(args) {
+                for id in &purged {
+                    args.graph.remove_memory(id).await?;
+                }
+            }
+        }
+        purged
+    } else {
+        Vec::new()
+    };
+
     let run = ConsolidationRun {
         id: uuid::Uuid::now_v7().to_string(),
         agent_id: Some(agent.clone()),
         trigger: trigger.to_string(),
         started_at,
         finished_at: args.clock.now(),
-        processed: planned.candidates as u32,
-        consolidated: 0,
-        forgotten,
-        new_semantic: 0,
-        new_procedural: 0,
-        report: serde_json::json!({ "stats": stats, "forgotten_ids": planned.forget }),
+        processed: candidates.len() as u32,
+        consolidated: consolidated_count,
+        forgotten: forgotten_ids.len() as u32,
+        new_semantic,
+        new_procedural,
+        report: serde_json::json!({
+            "stats": stats,
+            "clusters": outcomes,
+            "decisions": decisions,
+            "forgotten_ids": forgotten_ids,
+            "promoted_ids": promoted_ids,
+            "purged_ids": purged,
+            "inner_thought": {
+                "provider": args.thought.provider_name(),
+                "fallbacks": fallbacks,
+                "tokens": tokens,
+            },
+            "clustering": {
+                "threshold": args.clustering.threshold,
+                "min_size": args.clustering.min_size,
+                "max_size": args.clustering.max_size,
+            },
+        }),
     };
     args.store.record_run(&run).await?;
-    tracing::info!(agent = %agent, processed = run.processed, forgotten, trigger, "consolidation run finished");
+    tracing::info!(
+        agent = %agent,
+        processed = run.processed,
+        clusters = clusters.len(),
+        consolidated = consolidated_count,
+        forgotten = run.forgotten,
+        promoted = promoted_ids.len(),
+        purged = purged.len(),
+        trigger,
+        "sleep cycle finished for agent"
+    );
     Ok(run)
 }
 
-/// One archival step: drop expired working-memory sessions and log the run.
-pub async fn archive_once(
+/// One archival step: summarise every session idle for `idle_hours` that has no summary
+/// covering its activity, clear its working memory, and drop expired windows.
+pub async fn archive_idle_sessions(
     args: &ConsolidatorArgs,
     trigger: &str,
 ) -> MemoryResult<ConsolidationRun> {
     let started_at = args.clock.now();
-    let dropped = args.working.sweep(started_at).await?;
+    let idle_before = started_at - Duration::hours(args.idle_hours);
+    let mut archived = Vec::new();
+    let (mut tokens, mut fallbacks) = (0u64, 0u32);
+    // Bounded per run; what is left is taken by the next run.
+    for idle in args.store.idle_sessions(idle_before, 10_000).await? {
+        let mut memories: Vec<Memory> = args
+            .store
+            .session_memories(&idle.agent_id, &idle.session_id)
+            .await?
+            .into_iter()
+            .filter(|m| !m.tags.iter().any(|t| t == ARCHIVE_SUMMARY_TAG))
+            .filter(|m| m.status != MemoryStatus::Archived)
+            .collect();
+        memories.sort_by(|a, b| a.occurred_at.cmp(&b.occurred_at).then(a.id.cmp(&b.id)));
+        let digest = SessionDigest {
+            agent_id: idle.agent_id.clone(),
+            session_id: idle.session_id.clone(),
+            items: memories
+                .iter()
+                .map(|m| (m.occurred_at, m.content.clone()))
+                .collect(),
+        };
+        let thought = args.thought.summarize_session(&digest).await;
+        tokens += thought.tokens;
+        if thought.fallback.is_some() {
+            fallbacks += 1;
+        }
+        let now = args.clock.now();
+        let summary = Memory {
+            id: MemoryId::generate(),
+            agent_id: idle.agent_id.clone(),
+            memory_type: MemoryType::Episodic,
+            content: thought.value,
+            title: Some(format!("Summary of session {}", idle.session_id.as_str())),
+            importance: memories.iter().map(|m| m.importance).fold(0.5f32, f32::max),
+            tags: vec![ARCHIVE_SUMMARY_TAG.to_string()],
+            session_id: Some(idle.session_id.clone()),
+            occurred_at: idle.last_at,
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: now,
+            access_count: 0,
+            // Already a product of consolidation: not a sleep-cycle candidate itself.
+            consolidation_level: 1.0,
+            valence: None,
+            arousal: None,
+            status: MemoryStatus::Active,
+            shared: false,
+            metadata: serde_json::json!({
+                "session_span": { "from": idle.first_at, "to": idle.last_at },
+                "memories": memories.len(),
+                "inner_thought": thought.provider,
+            }),
+            source: None,
+            version: 1,
+        };
+        let embedding = args.embedder.embed(&summary.content)?;
+        let written = args
+            .store
+            .commit_session_archive(&SessionArchive {
+                summary: StoredMemory {
+                    memory: summary.clone(),
+                    embedding: embedding.clone(),
+                },
+                agent_id: idle.agent_id.clone(),
+                session_id: idle.session_id.clone(),
+                archived_through: idle.last_activity,
+            })
+            .await?;
+        if !written {
+            continue;
+        }
+        args.index.upsert(&[EmbeddingRecord {
+            id: summary.id.clone(),
+            agent_id: idle.agent_id.clone(),
+            memory_type: MemoryType::Episodic,
+            shared: false,
+            vector: embedding,
+        }]);
+        let cleared = args.working.clear(&idle.agent_id, &idle.session_id).await?;
+        archived.push(serde_json::json!({
+            "agent_id": idle.agent_id,
+            "session_id": idle.session_id,
+            "summary_id": summary.id,
+            "from": idle.first_at,
+            "to": idle.last_at,
+            "memories": memories.len(),
+            "working_items_cleared": cleared,
+        }));
+    }
+    let expired = args.working.sweep(started_at).await?;
     let run = ConsolidationRun {
         id: uuid::Uuid::now_v7().to_string(),
         agent_id: None,
         trigger: trigger.to_string(),
         started_at,
         finished_at: args.clock.now(),
-        processed: dropped as u32,
+        processed: archived.len() as u32,
         consolidated: 0,
         forgotten: 0,
         new_semantic: 0,
         new_procedural: 0,
-        report: serde_json::json!({ "expired_sessions_cleared": dropped }),
+        report: serde_json::json!({
+            "job": "archival",
+            "archived_sessions": archived,
+            "expired_windows_cleared": expired,
+            "idle_hours": args.idle_hours,
+            "inner_thought": {
+                "provider": args.thought.provider_name(),
+                "fallbacks": fallbacks,
+                "tokens": tokens,
+            },
+        }),
     };
     args.store.record_run(&run).await?;
+    tracing::info!(
+        sessions = run.processed,
+        expired,
+        trigger,
+        "archival finished"
+    );
     Ok(run)
+}
+
+/// One scheduled firing: claim the lease for `slot`, run the job, release. Returns None
+/// when another process claimed this firing, or the runs recorded.
+pub async fn run_scheduled(
+    args: &ConsolidatorArgs,
+    job: ScheduledJob,
+    slot: DateTime<Utc>,
+) -> MemoryResult<Option<Vec<ConsolidationRun>>> {
+    let holder = &args.lease.holder;
+    let now = args.clock.now();
+    if !args
+        .store
+        .try_acquire_lease(job.name(), holder, slot, now + args.lease.ttl, now)
+        .await?
+    {
+        tracing::info!(job = job.name(), %slot, "firing claimed by another process; skipped");
+        return Ok(None);
+    }
+    let trigger = format!(
+        "schedule:{}@{} by {holder}",
+        job.name(),
+        slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    let result = async {
+        match job {
+            ScheduledJob::Archival => Ok(vec![archive_idle_sessions(args, &trigger).await?]),
+            ScheduledJob::SleepCycle => {
+                let mut runs = Vec::new();
+                for agent in args.store.agents().await? {
+                    let run = consolidate_agent(args, &agent, &trigger).await?;
+                    runs.push(run);
+                    let until = args.clock.now() + args.lease.ttl;
+                    if !args.store.renew_lease(job.name(), holder, until).await? {
+                        tracing::warn!(
+                            job = job.name(),
+                            "lease lost mid-run; stopping (the next firing carries on)"
+                        );
+                        break;
+                    }
+                }
+                Ok(runs)
+            }
+        }
+    }
+    .await;
+    let released = args
+        .store
+        .release_lease(job.name(), holder, args.clock.now())
+        .await;
+    let runs = result?;
+    released?;
+    Ok(Some(runs))
+}
+
+fn send<T>(reply: Option<Reply<T>>, result: MemoryResult<T>, what: &str) {
+    match reply {
+        Some(reply) => {
+            let _ = reply.send(result);
+        }
+        None => {
+            if let Err(error) = result {
+                tracing::warn!(%error, "{what} failed");
+            }
+        }
+    }
 }
 
 impl Actor for ConsolidatorActor {
@@ -176,41 +713,662 @@ impl Actor for ConsolidatorActor {
             } => {
                 let _ = reply.send(consolidate_agent(&state.args, &agent, &trigger).await);
             }
-            ConsolidatorMsg::ConsolidateAll { trigger, reply } => {
-                let result = async {
-                    let mut runs = Vec::new();
-                    for agent in state.args.store.agents().await? {
-                        runs.push(consolidate_agent(&state.args, &agent, &trigger).await?);
-                    }
-                    Ok(runs)
-                }
-                .await;
-                match reply {
-                    Some(reply) => {
-                        let _ = reply.send(result);
-                    }
-                    None => {
-                        if let Err(error) = result {
-                            tracing::warn!(%error, "scheduled consolidation failed");
-                        }
-                    }
-                }
-            }
             ConsolidatorMsg::Archive { trigger, reply } => {
-                let result = archive_once(&state.args, &trigger).await;
-                match reply {
-                    Some(reply) => {
-                        let _ = reply.send(result);
-                    }
-                    None => {
-                        if let Err(error) = result {
-                            tracing::warn!(%error, "scheduled archival failed");
-                        }
-                    }
-                }
+                let _ = reply.send(archive_idle_sessions(&state.args, &trigger).await);
+            }
+            ConsolidatorMsg::Scheduled { job, slot, reply } => {
+                let result = run_scheduled(&state.args, job, slot).await;
+                send(reply, result, job.name());
             }
             ConsolidatorMsg::InjectFault => return Err(injected_fault("consolidator")),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::embedding::BuiltinEmbedder;
+    use crate::model::SessionId;
+    use crate::store::memory::{
+        FlatVectorIndex, InMemoryGraphStore, InMemoryMemoryStore, InMemoryWorkingStore,
+    };
+    use crate::store::{VectorQuery, WorkingItem};
+    use crate::testing::memory_fixture;
+    use crate::thought::RuleThought;
+    use async_trait::async_trait;
+    use chrono::TimeZone;
+
+    struct Fixture {
+        args: ConsolidatorArgs,
+        clock: Arc<ManualClock>,
+        store: Arc<InMemoryMemoryStore>,
+        agent: AgentId,
+    }
+
+    fn fixture_with(store: Arc<dyn MemoryStore>, inner: Arc<InMemoryMemoryStore>) -> Fixture {
+        let clock = Arc::new(ManualClock::new(
+            Utc.with_ymd_and_hms(2026, 5, 1, 12, 0, 0).unwrap(),
+        ));
+        let args = ConsolidatorArgs {
+            store,
+            index: Arc::new(FlatVectorIndex::new()),
+            graph: Arc::new(InMemoryGraphStore::new()),
+            working: Arc::new(InMemoryWorkingStore::new(32, 3600)),
+            embedder: Arc::new(BuiltinEmbedder::new(256)),
+            thought: Arc::new(RuleThought),
+            clock: clock.clone(),
+            retention: RetentionPolicy::default(),
+            forget: ForgetPolicy::default(),
+            promote: PromotePolicy::default(),
+            clustering: ClusterParams {
+                threshold: 0.6,
+                ..ClusterParams::default()
+            },
+            purge_after_days: 30,
+            idle_hours: 24,
+            lease: LeaseSettings {
+                holder: "process-a".into(),
+                ttl: Duration::minutes(10),
+            },
+        };
+        Fixture {
+            args,
+            clock,
+            store: inner,
+            agent: AgentId::parse("agent-1").unwrap(),
+        }
+    }
+
+    fn fixture() -> Fixture {
+        let store = Arc::new(InMemoryMemoryStore::new());
+        fixture_with(store.clone(), store)
+    }
+
+    async fn remember(f: &Fixture, text: &str, at: DateTime<Utc>, session: Option<&str>) -> Memory {
+        let mut memory = memory_fixture(f.agent.as_str(), text, at);
+        memory.session_id = session.map(|s| SessionId::parse(s).unwrap());
+        let embedding = f.args.embedder.embed(text).unwrap();
+        f.args
+            .store
+            .insert(&[StoredMemory {
+                memory: memory.clone(),
+                embedding: embedding.clone(),
+            }])
+            .await
+            .unwrap();
+        f.args.index.upsert(&[EmbeddingRecord {
+            id: memory.id.clone(),
+            agent_id: f.agent.clone(),
+            memory_type: memory.memory_type,
+            shared: false,
+            vector: embedding,
+        }]);
+        memory
+    }
+
+    async fn seed_clusters(f: &Fixture) -> (Vec<Memory>, Vec<Memory>, Memory) {
+        let now = f.clock.now();
+        let mut coffee = Vec::new();
+        for text in [
+            "I drank a flat white coffee at the Blue Bottle cafe this morning",
+            "Had a flat white coffee at Blue Bottle cafe again today",
+            "Morning flat white coffee at the Blue Bottle cafe, as usual",
+        ] {
+            coffee.push(remember(f, text, now - Duration::hours(3), None).await);
+        }
+        let mut deploys = Vec::new();
+        for text in [
+            "Deploy the api service: first run cargo build --release, then restart the api service",
+            "Deploy the api service again: run cargo build --release, then restart the api service",
+            "To deploy the api service run cargo build --release and then restart the api service",
+        ] {
+            deploys.push(remember(f, text, now - Duration::hours(2), None).await);
+        }
+        let loner = remember(f, "The dentist appointment moved to Thursday", now, None).await;
+        (coffee, deploys, loner)
+    }
+
+    #[tokio::test]
+    async fn clusters_become_knowledge_linked_to_their_sources_and_a_second_run_changes_nothing() {
+        let f = fixture();
+        let (coffee, deploys, loner) = seed_clusters(&f).await;
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.processed, 7);
+        assert_eq!(run.consolidated, 6, "{}", run.report);
+        assert_eq!(
+            (run.new_semantic, run.new_procedural),
+            (1, 1),
+            "{}",
+            run.report
+        );
+        let all = f.store.agent_memories(&f.agent).await.unwrap();
+        let procedural = all
+            .iter()
+            .find(|m| m.memory_type == MemoryType::Procedural)
+            .expect("a procedure was abstracted");
+        assert!(
+            procedural.content.contains("cargo build --release"),
+            "{}",
+            procedural.content
+        );
+        let semantic = all
+            .iter()
+            .find(|m| m.memory_type == MemoryType::Semantic)
+            .unwrap();
+        assert!(
+            semantic.content.contains("Blue Bottle"),
+            "{}",
+            semantic.content
+        );
+        // Sources: raised to level 1 with a version entry, still active and recallable.
+        for source in coffee.iter().chain(&deploys) {
+            let now = f.store.get(&source.id).await.unwrap().unwrap();
+            assert_eq!(now.consolidation_level, 1.0);
+            assert_eq!(now.status, MemoryStatus::Active);
+            assert_eq!(
+                f.store.history(&source.id).await.unwrap()[0].reason,
+                "consolidate"
+            );
+        }
+        assert_eq!(
+            f.store
+                .get(&loner.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .consolidation_level,
+            0.0
+        );
+        // derived_from edges point from the abstraction to each source.
+        let edges = f
+            .args
+            .graph
+            .edges_around(&f.agent, std::slice::from_ref(&semantic.id), 1, 100)
+            .await
+            .unwrap();
+        let mut targets: Vec<&MemoryId> = edges.iter().map(|e| &e.to_id).collect();
+        targets.sort();
+        let mut expected: Vec<&MemoryId> = coffee.iter().map(|m| &m.id).collect();
+        expected.sort();
+        assert_eq!(targets, expected);
+        assert!(edges.iter().all(|e| e.relation == "derived_from"));
+        // The abstraction is in the vector index.
+        let hits = f.args.index.search(&VectorQuery {
+            agent_id: f.agent.clone(),
+            include_shared: false,
+            types: vec![MemoryType::Semantic],
+            vector: f
+                .args
+                .embedder
+                .embed("flat white coffee Blue Bottle")
+                .unwrap(),
+            limit: 5,
+        });
+        assert_eq!(hits.first().map(|h| &h.0), Some(&semantic.id));
+
+        let before = f.store.agent_memories(&f.agent).await.unwrap();
+        let again = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(
+            (
+                again.consolidated,
+                again.forgotten,
+                again.new_semantic,
+                again.new_procedural
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(f.store.agent_memories(&f.agent).await.unwrap(), before);
+    }
+
+    /// The in-memory store, failing its `n`-th cluster commit as a crash would.
+    struct CrashingStore {
+        inner: Arc<InMemoryMemoryStore>,
+        commits_left: std::sync::atomic::AtomicI32,
+    }
+
+    #[async_trait]
+    impl MemoryStore for CrashingStore {
+        fn backend_name(&self) -> &'static str {
+            "crashing"
+        }
+        async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+            if self
+                .commits_left
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+                <= 0
+            {
+                return Err(crate::error::MemoryError::unavailable(
+                    "the process died here",
+                ));
+            }
+            self.inner.commit_consolidation(commit).await
+        }
+        async fn check_embedding_model(
+            &self,
+            model_id: &str,
+            dimension: usize,
+        ) -> MemoryResult<()> {
+            self.inner.check_embedding_model(model_id, dimension).await
+        }
+        async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
+            self.inner.insert(records).await
+        }
+        async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
+            self.inner.get(id).await
+        }
+        async fn find_by_content_hash(
+            &self,
+            agent: &AgentId,
+            hashes: &[String],
+        ) -> MemoryResult<Vec<(String, Memory)>> {
+            self.inner.find_by_content_hash(agent, hashes).await
+        }
+        async fn session_neighbours(
+            &self,
+            memory: &Memory,
+            radius: usize,
+        ) -> MemoryResult<Vec<MemoryId>> {
+            self.inner.session_neighbours(memory, radius).await
+        }
+        async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+            self.inner.get_many(ids).await
+        }
+        async fn list(&self, query: &crate::store::ListQuery) -> MemoryResult<Vec<Memory>> {
+            self.inner.list(query).await
+        }
+        async fn update(
+            &self,
+            next: &Memory,
+            previous: &crate::model::MemoryVersion,
+            embedding: Option<&[f32]>,
+        ) -> MemoryResult<()> {
+            self.inner.update(next, previous, embedding).await
+        }
+        async fn delete(&self, id: &MemoryId) -> MemoryResult<bool> {
+            self.inner.delete(id).await
+        }
+        async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<crate::model::MemoryVersion>> {
+            self.inner.history(id).await
+        }
+        async fn keyword_search(
+            &self,
+            query: &crate::store::KeywordQuery,
+        ) -> MemoryResult<Vec<(MemoryId, f64)>> {
+            self.inner.keyword_search(query).await
+        }
+        async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
+            self.inner.touch(ids, at).await
+        }
+        async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
+            self.inner.agent_memories(agent).await
+        }
+        async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+            self.inner.agents().await
+        }
+        async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
+            self.inner.embedding(id).await
+        }
+        async fn embeddings_page(
+            &self,
+            after: Option<&MemoryId>,
+            limit: usize,
+        ) -> MemoryResult<Vec<EmbeddingRecord>> {
+            self.inner.embeddings_page(after, limit).await
+        }
+        async fn count(&self) -> MemoryResult<u64> {
+            self.inner.count().await
+        }
+        async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {
+            self.inner.record_run(run).await
+        }
+        async fn runs(
+            &self,
+            agent: Option<&AgentId>,
+            limit: usize,
+        ) -> MemoryResult<Vec<ConsolidationRun>> {
+            self.inner.runs(agent, limit).await
+        }
+        async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
+            self.inner.embeddings_of(ids).await
+        }
+        async fn purge_forgotten(
+            &self,
+            agent: &AgentId,
+            archived_before: DateTime<Utc>,
+        ) -> MemoryResult<Vec<MemoryId>> {
+            self.inner.purge_forgotten(agent, archived_before).await
+        }
+        async fn idle_sessions(
+            &self,
+            idle_before: DateTime<Utc>,
+            limit: usize,
+        ) -> MemoryResult<Vec<crate::store::IdleSession>> {
+            self.inner.idle_sessions(idle_before, limit).await
+        }
+        async fn session_memories(
+            &self,
+            agent: &AgentId,
+            session: &SessionId,
+        ) -> MemoryResult<Vec<Memory>> {
+            self.inner.session_memories(agent, session).await
+        }
+        async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
+            self.inner.commit_session_archive(archive).await
+        }
+        async fn try_acquire_lease(
+            &self,
+            job: &str,
+            holder: &str,
+            slot: DateTime<Utc>,
+            expires_at: DateTime<Utc>,
+            now: DateTime<Utc>,
+        ) -> MemoryResult<bool> {
+            self.inner
+                .try_acquire_lease(job, holder, slot, expires_at, now)
+                .await
+        }
+        async fn renew_lease(
+            &self,
+            job: &str,
+            holder: &str,
+            expires_at: DateTime<Utc>,
+        ) -> MemoryResult<bool> {
+            self.inner.renew_lease(job, holder, expires_at).await
+        }
+        async fn release_lease(
+            &self,
+            job: &str,
+            holder: &str,
+            now: DateTime<Utc>,
+        ) -> MemoryResult<()> {
+            self.inner.release_lease(job, holder, now).await
+        }
+        async fn flush(&self) -> MemoryResult<()> {
+            self.inner.flush().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_that_dies_midway_leaves_whole_clusters_and_the_next_run_carries_on() {
+        let inner = Arc::new(InMemoryMemoryStore::new());
+        let crashing = Arc::new(CrashingStore {
+            inner: inner.clone(),
+            commits_left: std::sync::atomic::AtomicI32::new(1),
+        });
+        let f = fixture_with(crashing, inner.clone());
+        seed_clusters(&f).await;
+        let error = consolidate_agent(&f.args, &f.agent, "test")
+            .await
+            .unwrap_err();
+        assert!(error.message.contains("died"), "{}", error.message);
+        let after_crash = inner.agent_memories(&f.agent).await.unwrap();
+        let derived: Vec<&Memory> = after_crash
+            .iter()
+            .filter(|m| m.consolidation_level == 1.0 && m.metadata.get("derived_from").is_some())
+            .collect();
+        assert_eq!(derived.len(), 1, "exactly the first cluster landed");
+        let sources: Vec<String> =
+            serde_json::from_value(derived[0].metadata["derived_from"].clone()).unwrap();
+        let raised: Vec<&Memory> = after_crash
+            .iter()
+            .filter(|m| m.memory_type == MemoryType::Episodic && m.consolidation_level == 1.0)
+            .collect();
+        assert_eq!(
+            raised.len(),
+            sources.len(),
+            "no source of the failed cluster was touched"
+        );
+        assert!(raised.iter().all(|m| sources.contains(&m.id.to_string())));
+
+        // The restarted process has a healthy store.
+        let mut healthy = f.args.clone();
+        healthy.store = inner.clone();
+        let run = consolidate_agent(&healthy, &f.agent, "test").await.unwrap();
+        assert_eq!(
+            run.new_semantic + run.new_procedural,
+            1,
+            "the second cluster is done next time"
+        );
+        let done = inner.agent_memories(&f.agent).await.unwrap();
+        assert_eq!(
+            done.iter()
+                .filter(|m| m.metadata.get("derived_from").is_some())
+                .count(),
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn faded_memories_are_archived_then_purged_after_the_grace_period() {
+        let f = fixture();
+        let long_ago = f.clock.now() - Duration::days(400);
+        let mut faded = memory_fixture(
+            f.agent.as_str(),
+            "a forgettable remark about the weather",
+            long_ago,
+        );
+        faded.importance = 0.1;
+        let embedding = f.args.embedder.embed(&faded.content).unwrap();
+        f.store
+            .insert(&[StoredMemory {
+                memory: faded.clone(),
+                embedding,
+            }])
+            .await
+            .unwrap();
+        let mut star = memory_fixture(
+            f.agent.as_str(),
+            "Our wedding anniversary is on June 3rd",
+            long_ago,
+        );
+        star.importance = 0.9;
+        star.access_count = 5;
+        let embedding = f.args.embedder.embed(&star.content).unwrap();
+        f.store
+            .insert(&[StoredMemory {
+                memory: star.clone(),
+                embedding,
+            }])
+            .await
+            .unwrap();
+
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.forgotten, 1);
+        assert_eq!(run.report["decisions"]["promote"], 1);
+        let archived = f.store.get(&faded.id).await.unwrap().unwrap();
+        assert_eq!(archived.status, MemoryStatus::Archived);
+        let promoted = f.store.get(&star.id).await.unwrap().unwrap();
+        assert_eq!(promoted.memory_type, MemoryType::Semantic);
+        assert_eq!(
+            f.store.history(&star.id).await.unwrap()[0].reason,
+            "promote"
+        );
+
+        // Within the grace period it is kept; after it, purged.
+        f.clock.advance(Duration::days(29));
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.report["purged_ids"].as_array().unwrap().len(), 0);
+        f.clock.advance(Duration::days(2));
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.report["purged_ids"], serde_json::json!([faded.id]));
+        assert!(f.store.get(&faded.id).await.unwrap().is_none());
+        assert!(f.store.get(&star.id).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_are_summarised_once_and_their_working_memory_cleared() {
+        let f = fixture();
+        let start = f.clock.now() - Duration::hours(30);
+        let session = SessionId::parse("s-1").unwrap();
+        let first = remember(
+            &f,
+            "We planned the Lisbon offsite for September",
+            start,
+            Some("s-1"),
+        )
+        .await;
+        remember(
+            &f,
+            "Booked the venue near Alfama for the offsite",
+            start + Duration::minutes(5),
+            Some("s-1"),
+        )
+        .await;
+        f.args
+            .working
+            .push(
+                &f.agent,
+                &session,
+                WorkingItem {
+                    memory_id: first.id.clone(),
+                    content: first.content.clone(),
+                    at: f.clock.now(),
+                },
+                f.clock.now(),
+            )
+            .await
+            .unwrap();
+        // A busy session (activity 1 hour ago) is left alone.
+        let mut recent = memory_fixture(
+            f.agent.as_str(),
+            "still talking",
+            f.clock.now() - Duration::hours(1),
+        );
+        recent.session_id = Some(SessionId::parse("s-2").unwrap());
+        f.store
+            .insert(&[StoredMemory {
+                embedding: f.args.embedder.embed("still talking").unwrap(),
+                memory: recent,
+            }])
+            .await
+            .unwrap();
+
+        let run = archive_idle_sessions(&f.args, "test").await.unwrap();
+        assert_eq!(run.processed, 1, "{}", run.report);
+        let summaries: Vec<Memory> = f
+            .store
+            .session_memories(&f.agent, &session)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.tags.contains(&ARCHIVE_SUMMARY_TAG.to_string()))
+            .collect();
+        assert_eq!(summaries.len(), 1);
+        assert!(
+            summaries[0].content.contains("Lisbon"),
+            "{}",
+            summaries[0].content
+        );
+        assert_eq!(
+            summaries[0].metadata["session_span"]["from"],
+            serde_json::json!(start)
+        );
+        assert!(f
+            .args
+            .working
+            .window(&f.agent, &session, f.clock.now())
+            .await
+            .unwrap()
+            .is_empty());
+
+        let again = archive_idle_sessions(&f.args, "test").await.unwrap();
+        assert_eq!(again.processed, 0, "idempotent: {}", again.report);
+        // New activity after the summary makes the session archivable again once idle.
+        f.clock.advance(Duration::hours(1));
+        remember(
+            &f,
+            "One more note about the offsite",
+            f.clock.now(),
+            Some("s-1"),
+        )
+        .await;
+        assert_eq!(
+            archive_idle_sessions(&f.args, "test")
+                .await
+                .unwrap()
+                .processed,
+            0
+        );
+        f.clock.advance(Duration::hours(25));
+        // (s-2 has gone idle by now too.)
+        assert_eq!(
+            archive_idle_sessions(&f.args, "test")
+                .await
+                .unwrap()
+                .processed,
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn each_firing_runs_in_exactly_one_process() {
+        let f = fixture();
+        seed_clusters(&f).await;
+        let mut other = f.args.clone();
+        other.lease.holder = "process-b".into();
+        let slot = f.clock.now();
+        let (a, b) = tokio::join!(
+            run_scheduled(&f.args, ScheduledJob::SleepCycle, slot),
+            run_scheduled(&other, ScheduledJob::SleepCycle, slot)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(
+            a.is_some() != b.is_some(),
+            "exactly one process ran the firing"
+        );
+        // The same slot never runs again, in either process.
+        assert!(run_scheduled(&f.args, ScheduledJob::SleepCycle, slot)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(run_scheduled(&other, ScheduledJob::SleepCycle, slot)
+            .await
+            .unwrap()
+            .is_none());
+        // The next firing runs (in whichever process claims it first).
+        let next = slot + Duration::minutes(30);
+        let runs = run_scheduled(&other, ScheduledJob::SleepCycle, next)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(runs.len(), 1);
+        assert!(runs[0].trigger.starts_with("schedule:sleep_cycle@"));
+        // A live claim by another holder blocks a later slot until it expires.
+        let store = &f.args.store;
+        let now = f.clock.now();
+        assert!(store
+            .try_acquire_lease(
+                "archival",
+                "process-b",
+                now,
+                now + Duration::minutes(10),
+                now
+            )
+            .await
+            .unwrap());
+        assert!(!store
+            .try_acquire_lease(
+                "archival",
+                "process-a",
+                now + Duration::seconds(1),
+                now + Duration::minutes(10),
+                now
+            )
+            .await
+            .unwrap());
+        let later = now + Duration::minutes(11);
+        assert!(store
+            .try_acquire_lease(
+                "archival",
+                "process-a",
+                later,
+                later + Duration::minutes(10),
+                later
+            )
+            .await
+            .unwrap());
     }
 }

@@ -1,8 +1,12 @@
-//! The consolidation plan: which memories the sleep cycle forgets (pure).
+//! The consolidation plan: what the sleep cycle does with each candidate (pure).
 //!
-//! A memory is forgotten (archived, never deleted) only when every signal says
-//! disuse: low importance, old enough, never or rarely recalled, and low retention.
-//! Semantic and procedural knowledge is never forgotten by decay.
+//! Candidates are active episodic and affective memories with consolidation_level < 1.
+//! Each gets one [`Decision`]: members of a cluster are consolidated (abstracted into
+//! knowledge); a memory outside any cluster is forgotten (archived, never deleted)
+//! only when every signal says disuse (low importance, old enough, never or rarely
+//! recalled, and low retention), promoted to semantic knowledge when it is both
+//! important and repeatedly recalled, and kept otherwise. Semantic and procedural
+//! knowledge is never forgotten by decay. An LLM never takes these decisions.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -33,6 +37,88 @@ impl Default for ForgetPolicy {
     }
 }
 
+/// Thresholds of promotion: an experience recalled often and marked important becomes knowledge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PromotePolicy {
+    /// Importance at or above which a memory may be promoted.
+    pub min_importance: f32,
+    /// Access count at or above which a memory may be promoted.
+    pub min_access_count: u32,
+}
+
+impl Default for PromotePolicy {
+    fn default() -> Self {
+        Self {
+            min_importance: 0.8,
+            min_access_count: 3,
+        }
+    }
+}
+
+/// What the sleep cycle does with one candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Decision {
+    /// Archive it: it has faded by every measure.
+    Forget,
+    /// Abstract it with its cluster into a semantic or procedural memory.
+    Consolidate,
+    /// Turn it into semantic knowledge by itself.
+    Promote,
+    /// Leave it as it is.
+    Keep,
+}
+
+impl Decision {
+    /// Name used in run reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Forget => "forget",
+            Decision::Consolidate => "consolidate",
+            Decision::Promote => "promote",
+            Decision::Keep => "keep",
+        }
+    }
+}
+
+/// True when `memory` is a sleep-cycle candidate.
+pub fn is_candidate(memory: &Memory) -> bool {
+    memory.status == MemoryStatus::Active
+        && matches!(
+            memory.memory_type,
+            MemoryType::Episodic | MemoryType::Affective
+        )
+        && memory.consolidation_level < 1.0
+}
+
+/// The decision for one candidate; `clustered` says whether it belongs to a cluster.
+pub fn decide(
+    memory: &Memory,
+    clustered: bool,
+    retention: &RetentionPolicy,
+    forget: &ForgetPolicy,
+    promote: &PromotePolicy,
+    now: DateTime<Utc>,
+) -> Decision {
+    if clustered {
+        return Decision::Consolidate;
+    }
+    let old_enough = now - memory.created_at >= Duration::days(forget.min_age_days);
+    let faded = retention.retention(memory, now) < forget.max_retention;
+    if old_enough
+        && faded
+        && memory.importance < forget.max_importance
+        && memory.access_count <= forget.max_access_count
+    {
+        return Decision::Forget;
+    }
+    if memory.importance >= promote.min_importance
+        && memory.access_count >= promote.min_access_count
+    {
+        return Decision::Promote;
+    }
+    Decision::Keep
+}
+
 /// What one consolidation pass will do for one agent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConsolidationPlan {
@@ -50,24 +136,20 @@ pub fn plan(
     now: DateTime<Utc>,
 ) -> ConsolidationPlan {
     let mut result = ConsolidationPlan::default();
-    for memory in memories {
-        let candidate = memory.status == MemoryStatus::Active
-            && matches!(
-                memory.memory_type,
-                MemoryType::Episodic | MemoryType::Affective
-            )
-            && memory.consolidation_level < 1.0;
-        if !candidate {
-            continue;
-        }
+    for memory in memories.iter().filter(|m| is_candidate(m)) {
         result.candidates += 1;
-        let old_enough = now - memory.created_at >= Duration::days(forget.min_age_days);
-        let faded = retention.retention(memory, now) < forget.max_retention;
-        if old_enough
-            && faded
-            && memory.importance < forget.max_importance
-            && memory.access_count <= forget.max_access_count
-        {
+        let decision = decide(
+            memory,
+            false,
+            retention,
+            forget,
+            &PromotePolicy {
+                min_importance: f32::INFINITY,
+                min_access_count: u32::MAX,
+            },
+            now,
+        );
+        if decision == Decision::Forget {
             result.forget.push(memory.id.clone());
         }
     }
@@ -104,6 +186,42 @@ mod tests {
         );
         assert_eq!(plan.candidates, 4);
         assert_eq!(plan.forget, vec![faded.id]);
+    }
+
+    #[test]
+    fn clustered_memories_are_consolidated_and_important_recalled_ones_promoted() {
+        let now = Utc::now();
+        let old = now - Duration::days(400);
+        let mut faded = memory_fixture("a", "faded", old);
+        faded.importance = 0.1;
+        let policy = (
+            RetentionPolicy::default(),
+            ForgetPolicy::default(),
+            PromotePolicy::default(),
+        );
+        // Even a faded memory is consolidated when it belongs to a cluster: its content lives on.
+        assert_eq!(
+            decide(&faded, true, &policy.0, &policy.1, &policy.2, now),
+            Decision::Consolidate
+        );
+        assert_eq!(
+            decide(&faded, false, &policy.0, &policy.1, &policy.2, now),
+            Decision::Forget
+        );
+        let mut star = memory_fixture("a", "star", old);
+        star.importance = 0.9;
+        star.access_count = 5;
+        assert_eq!(
+            decide(&star, false, &policy.0, &policy.1, &policy.2, now),
+            Decision::Promote
+        );
+        star.access_count = 1;
+        assert_eq!(
+            decide(&star, false, &policy.0, &policy.1, &policy.2, now),
+            Decision::Keep
+        );
+        star.consolidation_level = 1.0;
+        assert!(!is_candidate(&star));
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! its arguments (the clock is passed in) and is unit-tested next to its code.
 
 pub mod activation;
+pub mod clustering;
 pub mod consistency;
 pub mod consolidation;
 pub mod context;
 pub mod fusion;
 pub mod retention;
 pub mod routing;
+pub mod schedule;
 pub mod stats;
 pub mod time;

@@ -134,6 +134,32 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// True when `text` reads like a how-to: how-to phrasing, numbered steps, an
+/// imperative procedure verb, "first … then …", or a past-tense account of running
+/// commands ("I fixed it by running …"). The sleep cycle abstracts clusters of such
+/// texts into procedural memories.
+pub fn looks_procedural(text: &str) -> bool {
+    let lower = format!(" {} ", text.to_lowercase());
+    let tokens = words(text);
+    let first = tokens.first().map(String::as_str).unwrap_or("");
+    let numbered = text
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.chars().next().is_some_and(|c| c.is_ascii_digit())
+                && (l.contains(". ") || l.contains(") "))
+        })
+        .count();
+    lower.contains(" how to ")
+        || lower.contains(" steps")
+        || numbered >= 2
+        || PROCEDURE_VERBS.contains(&first)
+        || (lower.contains(" first ") && lower.contains(" then "))
+        || lower.contains(" by running ")
+        || lower.contains(" ran `")
+        || lower.contains(" run `")
+}
+
 /// Classify `text` by rules.
 pub fn route(text: &str) -> RoutingDecision {
     let lower = format!(" {} ", text.to_lowercase());

@@ -11,8 +11,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    Collection, EmbeddingRecord, GraphStore, KeywordQuery, ListQuery, MemoryStore, StoredMemory,
-    VectorIndex, VectorQuery, WorkingItem, WorkingStore,
+    Collection, ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery,
+    ListQuery, MemoryStore, SessionArchive, StoredMemory, VectorIndex, VectorQuery, WorkingItem,
+    WorkingStore,
 };
 use crate::embedding::dot;
 use crate::error::{MemoryError, MemoryResult};
@@ -42,6 +43,10 @@ pub struct InMemoryMemoryStore {
     model: Mutex<Option<(String, usize)>>,
     /// Run log, oldest first.
     runs: Mutex<Vec<ConsolidationRun>>,
+    /// Archive marks: each summarised session and the instant it is summarised through.
+    archives: Mutex<BTreeMap<(AgentId, SessionId), DateTime<Utc>>>,
+    /// Job leases: job name → (holder, expires_at, last claimed slot).
+    leases: Mutex<BTreeMap<String, (String, DateTime<Utc>, DateTime<Utc>)>>,
 }
 
 impl InMemoryMemoryStore {
@@ -356,6 +361,193 @@ impl MemoryStore for InMemoryMemoryStore {
             .take(limit)
             .cloned()
             .collect())
+    }
+
+    async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        for (next, previous) in &commit.sources {
+            let row = rows.get(&next.id).ok_or_else(|| {
+                MemoryError::not_found(format!("memory {} does not exist", next.id))
+            })?;
+            if row.memory.version != previous.version {
+                return Err(MemoryError::conflict(format!(
+                    "memory {} changed during consolidation; the next run retries it",
+                    next.id
+                )));
+            }
+        }
+        for (next, previous) in &commit.sources {
+            if let Some(row) = rows.get_mut(&next.id) {
+                row.versions.push(previous.clone());
+                row.memory = next.clone();
+            }
+        }
+        rows.entry(commit.derived.memory.id.clone())
+            .or_insert_with(|| Row {
+                memory: commit.derived.memory.clone(),
+                embedding: commit.derived.embedding.clone(),
+                versions: Vec::new(),
+            });
+        // Edges live in the graph store here; the consolidator projects them there.
+        Ok(())
+    }
+
+    async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| rows.get(id).map(|r| (id.clone(), r.embedding.clone())))
+            .collect())
+    }
+
+    async fn purge_forgotten(
+        &self,
+        agent: &AgentId,
+        archived_before: DateTime<Utc>,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        let doomed: Vec<MemoryId> = rows
+            .values()
+            .filter(|r| {
+                r.memory.agent_id == *agent
+                    && r.memory.status == MemoryStatus::Archived
+                    && r.memory.updated_at < archived_before
+                    && r.versions
+                        .last()
+                        .is_some_and(|v| crate::store::FORGET_REASONS.contains(&v.reason.as_str()))
+            })
+            .map(|r| r.memory.id.clone())
+            .collect();
+        for id in &doomed {
+            rows.remove(id);
+        }
+        Ok(doomed)
+    }
+
+    async fn idle_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        limit: usize,
+    ) -> MemoryResult<Vec<IdleSession>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let archives = self.archives.lock().map_err(lock_error)?;
+        let mut sessions: BTreeMap<(AgentId, SessionId), IdleSession> = BTreeMap::new();
+        for memory in rows.values().map(|r| &r.memory) {
+            let Some(session) = &memory.session_id else {
+                continue;
+            };
+            // A summary is not activity: it would make its session look busy again.
+            if memory
+                .tags
+                .iter()
+                .any(|t| t == crate::actors::consolidator::ARCHIVE_SUMMARY_TAG)
+            {
+                continue;
+            }
+            let entry = sessions
+                .entry((memory.agent_id.clone(), session.clone()))
+                .or_insert_with(|| IdleSession {
+                    agent_id: memory.agent_id.clone(),
+                    session_id: session.clone(),
+                    first_at: memory.occurred_at,
+                    last_at: memory.occurred_at,
+                    last_activity: memory.created_at,
+                });
+            entry.first_at = entry.first_at.min(memory.occurred_at);
+            entry.last_at = entry.last_at.max(memory.occurred_at);
+            entry.last_activity = entry.last_activity.max(memory.created_at);
+        }
+        let mut idle: Vec<IdleSession> = sessions
+            .into_iter()
+            .filter(|(key, s)| {
+                s.last_activity < idle_before
+                    && archives
+                        .get(key)
+                        .is_none_or(|through| s.last_activity > *through)
+            })
+            .map(|(_, s)| s)
+            .collect();
+        idle.sort_by(|a, b| a.last_activity.cmp(&b.last_activity));
+        idle.truncate(limit);
+        Ok(idle)
+    }
+
+    async fn session_memories(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<Memory>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(rows
+            .values()
+            .map(|r| &r.memory)
+            .filter(|m| m.agent_id == *agent && m.session_id.as_ref() == Some(session))
+            .cloned()
+            .collect())
+    }
+
+    async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        let mut archives = self.archives.lock().map_err(lock_error)?;
+        let key = (archive.agent_id.clone(), archive.session_id.clone());
+        if archives
+            .get(&key)
+            .is_some_and(|through| *through >= archive.archived_through)
+        {
+            return Ok(false);
+        }
+        archives.insert(key, archive.archived_through);
+        rows.entry(archive.summary.memory.id.clone())
+            .or_insert_with(|| Row {
+                memory: archive.summary.memory.clone(),
+                embedding: archive.summary.embedding.clone(),
+                versions: Vec::new(),
+            });
+        Ok(true)
+    }
+
+    async fn try_acquire_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        slot: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        let mut leases = self.leases.lock().map_err(lock_error)?;
+        let free = leases.get(job).is_none_or(|(current, until, last_slot)| {
+            *last_slot < slot && (*until <= now || current == holder)
+        });
+        if free {
+            leases.insert(job.to_string(), (holder.to_string(), expires_at, slot));
+        }
+        Ok(free)
+    }
+
+    async fn renew_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        expires_at: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        let mut leases = self.leases.lock().map_err(lock_error)?;
+        match leases.get_mut(job) {
+            Some((current, until, _)) if current == holder => {
+                *until = expires_at;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> MemoryResult<()> {
+        let mut leases = self.leases.lock().map_err(lock_error)?;
+        if let Some((current, until, _)) = leases.get_mut(job) {
+            if current == holder {
+                *until = now;
+            }
+        }
+        Ok(())
     }
 
     async fn flush(&self) -> MemoryResult<()> {

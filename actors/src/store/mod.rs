@@ -75,11 +75,62 @@ pub struct EmbeddingRecord {
     pub vector: Vec<f32>,
 }
 
+/// One cluster's consolidation, applied in one transaction: the derived memory, its
+/// `derived_from` edges to the sources, and the sources' raised consolidation level.
+#[derive(Debug, Clone)]
+pub struct ConsolidationCommit {
+    /// The new semantic or procedural memory with its embedding.
+    pub derived: StoredMemory,
+    /// `derived_from` edges from the derived memory to each source.
+    pub edges: Vec<Association>,
+    /// Each source's next state and the version it replaces (checked: a source
+    /// changed since it was read fails the whole commit with `conflict`).
+    pub sources: Vec<(Memory, MemoryVersion)>,
+}
+
+/// A session with no new memory since a cutoff that has not been summarised since.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleSession {
+    /// Whose session.
+    pub agent_id: AgentId,
+    /// Which session.
+    pub session_id: SessionId,
+    /// Earliest `occurred_at` of its memories.
+    pub first_at: DateTime<Utc>,
+    /// Latest `occurred_at` of its memories.
+    pub last_at: DateTime<Utc>,
+    /// Latest `created_at`: the session's last activity.
+    pub last_activity: DateTime<Utc>,
+}
+
+/// A session's archive summary, recorded in one transaction with the mark that the
+/// session is summarised through `archived_through` (archival is idempotent).
+#[derive(Debug, Clone)]
+pub struct SessionArchive {
+    /// The summary memory (episodic, tagged `archive_summary`).
+    pub summary: StoredMemory,
+    /// Whose session.
+    pub agent_id: AgentId,
+    /// Which session.
+    pub session_id: SessionId,
+    /// Activity up to this instant is covered by the summary.
+    pub archived_through: DateTime<Utc>,
+}
+
+/// Version reasons of memories archived by forgetting (by decay or on request): only
+/// these are purged after `cognition.purge_after_days`.
+pub const FORGET_REASONS: [&str; 2] = ["forget_decay", "forget"];
+
 /// The system of record: memories, versions, embeddings, keyword index, run log.
 #[async_trait]
 pub trait MemoryStore: Send + Sync + 'static {
     /// Short backend name for health and logs (`sqlite`, `memory`).
     fn backend_name(&self) -> &'static str;
+    /// True when the store also holds the association edges (the SQL graph), so that
+    /// edges written in its transactions need no separate projection.
+    fn keeps_edges(&self) -> bool {
+        false
+    }
     /// Record the embedding model in use, or fail if stored vectors come from another model or dimension.
     async fn check_embedding_model(&self, model_id: &str, dimension: usize) -> MemoryResult<()>;
     /// Insert memories with their embeddings atomically; ids already present are left untouched (idempotent retries).
@@ -142,6 +193,53 @@ pub trait MemoryStore: Send + Sync + 'static {
         agent: Option<&AgentId>,
         limit: usize,
     ) -> MemoryResult<Vec<ConsolidationRun>>;
+    /// Apply one cluster's consolidation atomically (see [`ConsolidationCommit`]).
+    async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()>;
+    /// Stored embeddings of several memories (missing ones are skipped; order not guaranteed).
+    async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>>;
+    /// Delete `agent`'s memories archived by forgetting ([`FORGET_REASONS`]) before
+    /// `archived_before`, with their versions, embeddings and edges; returns their ids.
+    async fn purge_forgotten(
+        &self,
+        agent: &AgentId,
+        archived_before: DateTime<Utc>,
+    ) -> MemoryResult<Vec<MemoryId>>;
+    /// Sessions whose last activity is before `idle_before` and that have no archive
+    /// summary covering that activity, oldest activity first, at most `limit`.
+    async fn idle_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        limit: usize,
+    ) -> MemoryResult<Vec<IdleSession>>;
+    /// Every memory of one session, oldest first.
+    async fn session_memories(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<Memory>>;
+    /// Record a session's summary and archive mark atomically; false (and nothing
+    /// written) when the session is already summarised through `archived_through`.
+    async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool>;
+    /// Claim scheduled job `job` for firing `slot` until `expires_at`: succeeds when
+    /// this slot has not been claimed yet and no other holder's claim is live at `now`.
+    /// With several processes on one database, each firing runs in exactly one of them.
+    async fn try_acquire_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        slot: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<bool>;
+    /// Extend `holder`'s live claim of `job`; false when it no longer holds it.
+    async fn renew_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        expires_at: DateTime<Utc>,
+    ) -> MemoryResult<bool>;
+    /// Give up `holder`'s claim of `job` (its slot stays claimed).
+    async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> MemoryResult<()>;
     /// Make everything durable (checkpoint); called on shutdown.
     async fn flush(&self) -> MemoryResult<()>;
 }
