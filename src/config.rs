@@ -699,6 +699,56 @@ mod tests {
             .unwrap_err()
             .0
             .contains("cognition.schedule"));
+        let cases: Vec<(&str, Box<dyn Fn(&mut Settings)>)> = vec![
+            (
+                "archival.timezone",
+                Box::new(|s| s.archival.timezone = "Mars/Olympus".into()),
+            ),
+            (
+                "inner_thought.provider",
+                Box::new(|s| s.inner_thought.provider = "gpt".into()),
+            ),
+            (
+                "inner_thought.base_url",
+                Box::new(|s| s.inner_thought.provider = "openai".into()),
+            ),
+            (
+                "inner_thought.model",
+                Box::new(|s| {
+                    s.inner_thought.provider = "openai".into();
+                    s.inner_thought.base_url = "http://127.0.0.1:8080/v1".into();
+                }),
+            ),
+            (
+                "inner_thought.timeout_ms",
+                Box::new(|s| s.inner_thought.timeout_ms = 0),
+            ),
+            (
+                "cognition.min_cluster_size",
+                Box::new(|s| s.cognition.min_cluster_size = 1),
+            ),
+            (
+                "cognition.max_cluster_size",
+                Box::new(|s| s.cognition.max_cluster_size = 2),
+            ),
+            (
+                "cognition.purge_after_days",
+                Box::new(|s| s.cognition.purge_after_days = -1),
+            ),
+            (
+                "cognition.lease_seconds",
+                Box::new(|s| s.cognition.lease_seconds = 1),
+            ),
+        ];
+        for (key, change) in cases {
+            let mut settings = defaults();
+            change(&mut settings);
+            let error = settings.validate().unwrap_err().0;
+            assert!(error.contains(key), "{key}: {error}");
+        }
+        let mut settings = defaults();
+        settings.archival.timezone = "Europe/Paris".into();
+        settings.validate().unwrap();
     }
 
     #[test]

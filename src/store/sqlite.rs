@@ -385,10 +385,24 @@ impl SqliteStore {
 
     /// Apply pending migrations.
     pub async fn migrate(&self) -> MemoryResult<()> {
-        MIGRATOR
-            .run(&self.pool)
-            .await
-            .map_err(|e| MemoryError::unavailable(format!("sqlite migrations failed: {e}")))
+        // Processes sharing one database file may start together; SQLite has no
+        // migration lock, so the loser of that race retries and finds the work done.
+        let mut attempt = 0;
+        loop {
+            match MIGRATOR.run(&self.pool).await {
+                Ok(()) => return Ok(()),
+                Err(error) if attempt < 5 => {
+                    attempt += 1;
+                    tracing::warn!(%error, attempt, "sqlite migrations raced another process; retrying");
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                Err(error) => {
+                    return Err(MemoryError::unavailable(format!(
+                        "sqlite migrations failed: {error}"
+                    )))
+                }
+            }
+        }
     }
 
     /// The pool (for maintenance commands).

@@ -201,6 +201,7 @@ async fn the_cron_schedule_fires_both_jobs_through_ticks() {
 struct ServerProcess {
     child: Child,
     address: String,
+    log: std::path::PathBuf,
 }
 
 impl Drop for ServerProcess {
@@ -220,6 +221,8 @@ fn free_port() -> u16 {
 
 fn start_process(data_dir: &std::path::Path, database: &std::path::Path) -> ServerProcess {
     let port = free_port();
+    std::fs::create_dir_all(data_dir).unwrap();
+    let log = std::fs::File::create(data_dir.join("server.log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_mnemos"))
         .arg("serve")
         .env("MNEMOS__DATA_DIR", data_dir)
@@ -231,12 +234,13 @@ fn start_process(data_dir: &std::path::Path, database: &std::path::Path) -> Serv
         .env("MNEMOS__ARCHIVAL__IDLE_HOURS", "0")
         .env("MNEMOS__LOG__LEVEL", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("mnemos binary starts");
     ServerProcess {
         child,
         address: format!("http://127.0.0.1:{port}"),
+        log: data_dir.join("server.log"),
     }
 }
 
@@ -256,7 +260,12 @@ async fn two_server_processes_on_one_database_run_each_firing_once() {
                 .is_ok()
         })
         .await;
-        assert!(up, "server at {} started", server.address);
+        assert!(
+            up,
+            "server at {} started; its log: {}",
+            server.address,
+            std::fs::read_to_string(&server.log).unwrap_or_default()
+        );
     }
     for text in COFFEE {
         let response = client

@@ -420,7 +420,7 @@ async fn reflect_and_consolidate_report_on_the_agent() {
     )
     .await;
     assert_eq!(run["agent_id"], "r");
-    assert_eq!(run["trigger"], "manual");
+    assert_eq!(run["trigger"], "api");
     assert_eq!(run["processed"], 1, "one episodic candidate");
     assert_eq!(run["forgotten"], 0, "fresh memories are never forgotten");
     let runs = assert_status(

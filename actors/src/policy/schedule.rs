@@ -91,8 +91,12 @@ impl Schedule {
         })
     }
 
-    /// The first firing strictly after `after`, or None when the pattern never matches again.
+    /// The first firing strictly after `after`, or None when the pattern never matches
+    /// again. Firings are whole seconds, so every process computes the same instant
+    /// for the same firing (it is the lease slot).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        use chrono::SubsecRound;
+        let after = after.trunc_subsecs(0);
         match self.zone {
             ScheduleZone::Local => self
                 .cron
@@ -174,6 +178,19 @@ mod tests {
         assert_eq!(
             schedule.next_after(utc(2026, 1, 1, 10, 0)).unwrap(),
             utc(2026, 1, 1, 10, 30)
+        );
+    }
+
+    #[test]
+    fn firings_are_whole_seconds_whatever_the_clock_reads() {
+        let zone = ScheduleZone::parse("z", "UTC").unwrap();
+        let schedule = Schedule::parse("s", "* * * * * *", zone).unwrap();
+        let now = utc(2026, 1, 1, 10, 0) + chrono::Duration::nanoseconds(123_456_789);
+        let next = schedule.next_after(now).unwrap();
+        assert_eq!(next, utc(2026, 1, 1, 10, 0) + chrono::Duration::seconds(1));
+        assert_eq!(
+            schedule.next_after(next).unwrap(),
+            next + chrono::Duration::seconds(1)
         );
     }
 
