@@ -452,3 +452,41 @@ async fn consolidate_rejects_bad_input_with_a_typed_error() {
     assert_eq!(body["error"]["field"], "limit", "{body}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_llm_arbiter_decides_routing_the_rules_are_unsure_about() {
+    let Some(url) = llm_url("the_llm_arbiter_decides_routing_the_rules_are_unsure_about") else {
+        return;
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.inner_thought.provider = "openai".into();
+    settings.inner_thought.base_url = url;
+    settings.inner_thought.model = "smollm2".into();
+    settings.inner_thought.timeout_ms = 120_000;
+    settings.inner_thought.arbiter = true;
+    let app = spawn_with(settings, Some(temp)).await;
+    // No rule matches this text, so the rules are unsure and ask the model.
+    let stored = app.remember("arbitrated", "blue lagoon", json!({})).await;
+    let reason = stored["routing"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("arbiter chose "), "{stored}");
+    assert_eq!(
+        reason
+            .trim_start_matches("arbiter chose ")
+            .split(' ')
+            .next(),
+        stored["memory"]["type"].as_str(),
+        "{stored}"
+    );
+    // An explicit type never goes to the model.
+    let explicit = app
+        .remember("arbitrated", "green valley", json!({ "type": "semantic" }))
+        .await;
+    assert_eq!(
+        explicit["routing"]["reason"],
+        "explicit type given by the caller"
+    );
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(metrics.contains("purpose=\"route\""), "{metrics}");
+    app.stop().await;
+}
