@@ -494,7 +494,9 @@ impl Settings {
                 return Err(bad(key, "must be in 0..1"));
             }
         }
-        if !(self.cognition.cluster_time_scale_hours > 0.0) {
+        if self.cognition.cluster_time_scale_hours.is_nan()
+            || self.cognition.cluster_time_scale_hours <= 0.0
+        {
             return Err(bad(
                 "cognition.cluster_time_scale_hours",
                 "must be a positive number of hours",
@@ -699,7 +701,8 @@ mod tests {
             .unwrap_err()
             .0
             .contains("cognition.schedule"));
-        let cases: Vec<(&str, Box<dyn Fn(&mut Settings)>)> = vec![
+        type Change = Box<dyn Fn(&mut Settings)>;
+        let cases: Vec<(&str, Change)> = vec![
             (
                 "archival.timezone",
                 Box::new(|s| s.archival.timezone = "Mars/Olympus".into()),

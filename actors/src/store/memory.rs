@@ -34,6 +34,9 @@ struct Row {
     versions: Vec<MemoryVersion>,
 }
 
+/// A job lease: (holder, expires_at, last claimed slot).
+type Lease = (String, DateTime<Utc>, DateTime<Utc>);
+
 /// A [`MemoryStore`] in a `BTreeMap`, ordered by id like the SQL store.
 #[derive(Debug, Default)]
 pub struct InMemoryMemoryStore {
@@ -45,8 +48,8 @@ pub struct InMemoryMemoryStore {
     runs: Mutex<Vec<ConsolidationRun>>,
     /// Archive marks: each summarised session and the instant it is summarised through.
     archives: Mutex<BTreeMap<(AgentId, SessionId), DateTime<Utc>>>,
-    /// Job leases: job name → (holder, expires_at, last claimed slot).
-    leases: Mutex<BTreeMap<String, (String, DateTime<Utc>, DateTime<Utc>)>>,
+    /// Job leases by job name.
+    leases: Mutex<BTreeMap<String, Lease>>,
 }
 
 impl InMemoryMemoryStore {
@@ -467,7 +470,7 @@ impl MemoryStore for InMemoryMemoryStore {
             })
             .map(|(_, s)| s)
             .collect();
-        idle.sort_by(|a, b| a.last_activity.cmp(&b.last_activity));
+        idle.sort_by_key(|s| s.last_activity);
         idle.truncate(limit);
         Ok(idle)
     }
