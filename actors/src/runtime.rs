@@ -417,6 +417,8 @@ pub struct RuntimeHealth {
     pub graph_backend: &'static str,
     /// Working-memory backend name.
     pub working_backend: &'static str,
+    /// Inner-thought provider of the sleep cycle (`none`, `openai`).
+    pub inner_thought: &'static str,
 }
 
 /// The typed handle. Cheap to clone.
@@ -438,6 +440,8 @@ struct RuntimeInner {
     clock: Arc<dyn Clock>,
     /// Backend names for health.
     backends: (&'static str, &'static str, &'static str),
+    /// Inner-thought provider name, for health.
+    inner_thought: &'static str,
     /// Model consulted when the rules are unsure.
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
 }
@@ -503,6 +507,7 @@ impl Runtime {
                 config: config.clone(),
                 clock: parts.clock.clone(),
                 arbiter: parts.arbiter.clone(),
+                inner_thought: parts.thought.provider_name(),
                 backends: (
                     parts.memories.backend_name(),
                     parts.graph.backend_name(),
@@ -560,6 +565,7 @@ impl Runtime {
             store_backend: self.inner.backends.0,
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
+            inner_thought: self.inner.inner_thought,
         }
     }
 

@@ -513,6 +513,7 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
         },
         "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
         "working": { "backend": health.working_backend, "state": state_of(ChildKind::Working) },
+        "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
     });
     Json(HealthView {
         status: if degraded { "degraded" } else { "ok" }.to_string(),
