@@ -585,20 +585,40 @@ impl Runtime {
         P: Fn(&Children) -> Option<ActorRef<M>>,
         B: Fn(RpcReplyPort<MemoryResult<T>>) -> M,
     {
-        let deadline = Instant::now() + self.inner.config.call_timeout;
+        self.ask_within(kind, None, pick, build).await
+    }
+
+    /// [`Self::ask`], but once the message is delivered wait up to `answer_timeout` for
+    /// the answer (long-running work such as a sleep cycle). Finding a live actor still
+    /// gives up after `call_timeout`.
+    async fn ask_within<M, T, P, B>(
+        &self,
+        kind: ChildKind,
+        answer_timeout: Option<Duration>,
+        pick: P,
+        build: B,
+    ) -> MemoryResult<T>
+    where
+        M: Message,
+        T: Send + 'static,
+        P: Fn(&Children) -> Option<ActorRef<M>>,
+        B: Fn(RpcReplyPort<MemoryResult<T>>) -> M,
+    {
+        let timeout = self.inner.config.call_timeout;
+        let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_millis(5);
         loop {
             if let Some(actor) = pick(&self.inner.directory.children()) {
                 let remaining = deadline
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1));
-                match actor.call(&build, Some(remaining)).await {
+                let wait = answer_timeout.unwrap_or(remaining);
+                match actor.call(&build, Some(wait)).await {
                     Ok(ractor::rpc::CallResult::Success(result)) => return result,
                     Ok(ractor::rpc::CallResult::Timeout) => {
                         return Err(MemoryError::unavailable(format!(
-                            "the {} actor did not answer within {:?}; retry later",
+                            "the {} actor did not answer within {wait:?}; retry later",
                             kind.as_str(),
-                            self.inner.config.call_timeout
                         )))
                     }
                     // The actor died with our message in its mailbox, or before we sent: retry.
@@ -607,9 +627,8 @@ impl Runtime {
             }
             if Instant::now() >= deadline {
                 return Err(MemoryError::unavailable(format!(
-                    "the {} actor is restarting and did not come back within {:?}; retry later",
+                    "the {} actor is restarting and did not come back within {timeout:?}; retry later",
                     kind.as_str(),
-                    self.inner.config.call_timeout
                 )));
             }
             tokio::time::sleep(pause).await;
@@ -657,8 +676,14 @@ impl Runtime {
         &self,
         build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> ConsolidatorMsg,
     ) -> MemoryResult<T> {
-        self.ask(ChildKind::Consolidator, |c| c.consolidator.clone(), build)
-            .await
+        // A sleep cycle over a large agent, or with an LLM, may take minutes.
+        self.ask_within(
+            ChildKind::Consolidator,
+            Some(Duration::from_secs(3600)),
+            |c| c.consolidator.clone(),
+            build,
+        )
+        .await
     }
 
     async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {

@@ -362,7 +362,10 @@ async fn the_openai_provider_abstracts_a_cluster_with_a_real_llm() {
     };
     let app = llm_app(&url, 120_000, 200).await;
     let health = assert_status(app.get("/health").await, StatusCode::OK).await;
-    assert_eq!(health["backends"]["inner_thought"]["provider"], "openai", "{health}");
+    assert_eq!(
+        health["backends"]["inner_thought"]["provider"], "openai",
+        "{health}"
+    );
     seed(&app, "llm").await;
     let run = consolidate(&app, "llm").await;
     let cluster = &run["report"]["clusters"][0];
