@@ -495,3 +495,58 @@ async fn the_llm_arbiter_decides_routing_the_rules_are_unsure_about() {
     assert!(metrics.contains("purpose=\"route\""), "{metrics}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn build_context_counts_tokens_within_five_percent_of_a_real_tokenizer() {
+    let Some(url) = llm_url("build_context_counts_tokens_within_five_percent_of_a_real_tokenizer")
+    else {
+        return;
+    };
+    let app = spawn_app().await;
+    let lines = [
+        "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+        "Melanie: That's amazing! How did it feel to share your story with everyone?",
+        "Caroline: Honestly, nerve-wracking at first, but the people there were incredibly kind.",
+        "Melanie: I painted a sunrise over the lake last week; it's my favourite piece so far.",
+        "Deploy staging: run `cargo build --release`, then restart mnemos on port 5433.",
+        "The rate limit of the billing API is 1,000 requests per minute (burst: 50).",
+        "Remind me to call the adoption agency on 2023-06-12 at 10:30.",
+        "Caroline: I'm researching adoption agencies — it's been a long-time dream of mine!",
+    ];
+    for line in lines {
+        app.remember("tokens", line, json!({})).await;
+    }
+    let body = assert_status(
+        app.post(
+            "/tools/build_context",
+            &json!({ "agent_id": "tokens", "query": "Caroline support group adoption painting deploy", "context_budget": 2000 }),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    let context = body["context"].as_str().unwrap();
+    let estimated = body["metadata"]["tokens_used"].as_u64().unwrap() as f64;
+    assert_eq!(body["metadata"]["injected_count"], lines.len(), "{body}");
+    let tokenize = format!(
+        "{}/tokenize",
+        url.trim_end_matches('/').trim_end_matches("/v1")
+    );
+    let real: Value = reqwest::Client::new()
+        .post(tokenize)
+        .json(&json!({ "content": context }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let real = real["tokens"].as_array().unwrap().len() as f64;
+    let error = (estimated - real).abs() / real;
+    assert!(
+        error <= 0.05,
+        "estimated {estimated} vs {real} real tokens ({:.1}%):\n{context}",
+        error * 100.0
+    );
+    app.stop().await;
+}

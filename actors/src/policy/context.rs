@@ -3,10 +3,10 @@
 //! first; the other types follow in the order of their best score; inside a group,
 //! memories are ordered by score and carry their date.
 //!
-//! Tokens are estimated with [`crate::text::estimate_tokens`] (about four characters
-//! per token, at least one per word, which tracks GPT-style BPE tokenizers on English
-//! prose). To absorb the estimate's error the block is filled to at most 95% of the
-//! budget.
+//! Tokens are estimated with [`crate::text::estimate_tokens`], which models a
+//! byte-level BPE tokenizer piece by piece (within 3% of SmolLM2's tokenizer on
+//! dialogue; the suite checks ±5% against the real tokenizer served by llama.cpp). To
+//! absorb the estimate's error the block is filled to at most 95% of the budget.
 
 use crate::model::{Memory, MemoryType};
 use crate::text::estimate_tokens;
