@@ -165,6 +165,8 @@ pub struct RecallConfig {
     pub session_radius: usize,
     /// Re-rank by importance, retention, session and scope.
     pub rerank: bool,
+    /// Weight of the request session's working memory.
+    pub working_weight: f64,
 }
 
 /// `[dedup]`.
@@ -423,6 +425,7 @@ impl Settings {
             ("recall.keyword_weight", self.recall.keyword_weight),
             ("recall.time_weight", self.recall.time_weight),
             ("recall.neighbour_weight", self.recall.neighbour_weight),
+            ("recall.working_weight", self.recall.working_weight),
         ] {
             if !(0.0..=10.0).contains(&weight) {
                 return Err(bad(key, "must be between 0 and 10"));
@@ -653,6 +656,7 @@ impl Settings {
                 expansion_seeds: self.recall.expansion_seeds,
                 session_radius: self.recall.session_radius,
                 rerank: self.recall.rerank,
+                working_weight: self.recall.working_weight,
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,

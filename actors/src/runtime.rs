@@ -92,6 +92,8 @@ pub struct RecallSettings {
     pub session_radius: usize,
     /// Re-rank with importance, retention, session and scope (false: fused relevance only).
     pub rerank: bool,
+    /// Weight of the request session's working memory (items sharing query terms).
+    pub working_weight: f64,
 }
 
 impl Default for RecallSettings {
@@ -104,6 +106,7 @@ impl Default for RecallSettings {
             expansion_seeds: 5,
             session_radius: 1,
             rerank: true,
+            working_weight: 0.5,
         }
     }
 }
@@ -1381,7 +1384,13 @@ impl Runtime {
             cursor: None,
             occurred: Some(range),
         });
-        let ((vector_hits, vector_ms), (keyword_hits, keyword_ms), (time_hits, time_ms)) = tokio::join!(
+        let settings = self.inner.config.recall;
+        let (
+            (vector_hits, vector_ms),
+            (keyword_hits, keyword_ms),
+            (time_hits, time_ms),
+            (window, working_ms),
+        ) = tokio::join!(
             timed(self.vectors(|reply| VectorsMsg::Search {
                 text: Some(search_text.clone()),
                 query: vector_query.clone(),
@@ -1403,8 +1412,28 @@ impl Runtime {
                     None => Ok(Vec::new()),
                 }
             }),
+            timed(async {
+                match &input.session_id {
+                    Some(session) if settings.working_weight > 0.0 => self
+                        .working(|reply| WorkingMsg::Window {
+                            agent: input.agent_id.clone(),
+                            session: session.clone(),
+                            reply,
+                        })
+                        .await
+                        // Working memory is an extra: recall answers without it.
+                        .unwrap_or_else(|error| {
+                            tracing::warn!(%error, "working memory unavailable; recall goes on without it");
+                            Vec::new()
+                        }),
+                    _ => Vec::new(),
+                }
+            }),
         );
-        let settings = self.inner.config.recall;
+        let window: Vec<(MemoryId, String)> = window
+            .into_iter()
+            .map(|item| (item.memory_id, item.content))
+            .collect();
         let mut lists = vec![
             RankedList {
                 retriever: Retriever::Vector,
@@ -1424,6 +1453,12 @@ impl Runtime {
                 retriever: Retriever::Time,
                 weight: settings.time_weight,
                 hits: time_hits?.into_iter().map(|m| (m.id, 1.0)).collect(),
+            },
+            // What the session is working on right now.
+            RankedList {
+                retriever: Retriever::Working,
+                weight: settings.working_weight,
+                hits: crate::policy::fusion::rank_window(&search_text, &window),
             },
         ];
         lists.retain(|l| l.weight > 0.0);
@@ -1460,7 +1495,7 @@ impl Runtime {
         let max_fused = lists
             .iter()
             .filter(|l| l.retriever != Retriever::Time || time_window.is_some())
-            .filter(|l| l.retriever != Retriever::Graph)
+            .filter(|l| l.retriever != Retriever::Graph && l.retriever != Retriever::Working)
             .map(|l| l.weight)
             .sum::<f64>()
             / (self.inner.config.rrf_k + 1.0);
@@ -1547,6 +1582,7 @@ impl Runtime {
                 ("vector", vector_ms),
                 ("keyword", keyword_ms),
                 ("time", time_ms),
+                ("working", working_ms),
                 ("fetch", fetch_ms),
             ],
         })

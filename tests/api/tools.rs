@@ -921,3 +921,57 @@ async fn recall_brings_associated_memories_and_session_neighbours_of_strong_hits
         "neighbouring turns of the session come along"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_draws_on_the_sessions_working_memory() {
+    let app = spawn_app().await;
+    app.remember(
+        "w",
+        "current task: migrate the billing tables to Postgres",
+        json!({"session_id": "focus"}),
+    )
+    .await;
+    app.remember(
+        "w",
+        "the billing tables hold invoices since 2019",
+        json!({}),
+    )
+    .await;
+    // In the session, its working memory is one of the retrievers.
+    let in_session = app
+        .recall(
+            "w",
+            "billing tables",
+            json!({"session_id": "focus", "debug": true}),
+        )
+        .await;
+    let task = in_session["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["memory"]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("current task")
+        })
+        .expect("the session's task is recalled");
+    assert!(
+        task["matched_by"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("working")),
+        "{in_session}"
+    );
+    // Outside the session it is not.
+    let elsewhere = app.recall("w", "billing tables", json!({})).await;
+    assert!(elsewhere["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| !r["matched_by"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("working"))));
+    app.stop().await;
+}

@@ -15,6 +15,8 @@ pub enum Retriever {
     Graph,
     /// Time-range match.
     Time,
+    /// The request's session working memory.
+    Working,
 }
 
 impl Retriever {
@@ -25,8 +27,37 @@ impl Retriever {
             Retriever::Keyword => "keyword",
             Retriever::Graph => "graph",
             Retriever::Time => "time",
+            Retriever::Working => "working",
         }
     }
+}
+
+/// Rank a session's working-memory window against a query: items sharing at least
+/// one search term with the query, by the number of distinct shared terms, then the
+/// most recent first. `items` are (memory id, text), oldest first.
+pub fn rank_window(query: &str, items: &[(MemoryId, String)]) -> Vec<(MemoryId, f64)> {
+    let wanted: std::collections::HashSet<String> =
+        crate::text::search_terms(query).into_iter().collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, MemoryId, f64)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(position, (id, text))| {
+            let terms: std::collections::HashSet<String> =
+                crate::text::search_terms(text).into_iter().collect();
+            let shared = terms.intersection(&wanted).count();
+            (shared > 0).then(|| (position, id.clone(), shared as f64))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.2.total_cmp(&a.2).then(b.0.cmp(&a.0)));
+    let mut seen = std::collections::HashSet::new();
+    scored
+        .into_iter()
+        .filter(|(_, id, _)| seen.insert(id.clone()))
+        .map(|(_, id, score)| (id, score))
+        .collect()
 }
 
 /// One ranked candidate list from a retriever, best first, with the retriever's raw scores.
@@ -83,6 +114,23 @@ pub fn reciprocal_rank_fusion(lists: &[RankedList], k: f64) -> Vec<FusedHit> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_window_ranks_by_shared_terms_then_recency() {
+        let ids: Vec<MemoryId> = (0..4).map(|_| MemoryId::generate()).collect();
+        let items = vec![
+            (ids[0].clone(), "deploy the billing api".to_string()),
+            (ids[1].clone(), "lunch was good".to_string()),
+            (ids[2].clone(), "billing api rate limit".to_string()),
+            (ids[3].clone(), "the billing dashboard".to_string()),
+        ];
+        let ranked = rank_window("billing api limits?", &items);
+        let order: Vec<&MemoryId> = ranked.iter().map(|(id, _)| id).collect();
+        // ids[2] and ids[0] share two terms (newer first); ids[3] one; lunch none.
+        assert_eq!(order, vec![&ids[2], &ids[0], &ids[3]]);
+        assert!(rank_window("", &items).is_empty());
+    }
+
     use super::*;
 
     fn id(s: &str) -> MemoryId {
