@@ -620,7 +620,9 @@ pub async fn archive_idle_sessions(
 }
 
 /// One scheduled firing: claim the lease for `slot`, run the job, release. Returns None
-/// when another process claimed this firing, or the runs recorded.
+/// when another process claimed this firing, or when the firing waited longer than the
+/// lease's time to live (firings that queued up behind a long run are coalesced), or
+/// the runs recorded.
 pub async fn run_scheduled(
     args: &ConsolidatorArgs,
     job: ScheduledJob,
@@ -628,6 +630,11 @@ pub async fn run_scheduled(
 ) -> MemoryResult<Option<Vec<ConsolidationRun>>> {
     let holder = &args.lease.holder;
     let now = args.clock.now();
+    // Firings that queued up behind a long run are coalesced: the next one covers them.
+    if now - slot > args.lease.ttl {
+        tracing::warn!(job = job.name(), %slot, "firing is older than the lease; skipped (the next firing covers it)");
+        return Ok(None);
+    }
     if !args
         .store
         .try_acquire_lease(job.name(), holder, slot, now + args.lease.ttl, now)
@@ -1330,12 +1337,23 @@ mod tests {
             .is_none());
         // The next firing runs (in whichever process claims it first).
         let next = slot + Duration::minutes(30);
+        f.clock.advance(Duration::minutes(30));
         let runs = run_scheduled(&other, ScheduledJob::SleepCycle, next)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(runs.len(), 1);
         assert!(runs[0].trigger.starts_with("schedule:sleep_cycle@"));
+        // A firing that waited longer than the lease's time to live is coalesced away.
+        f.clock.advance(Duration::minutes(20));
+        assert!(run_scheduled(
+            &f.args,
+            ScheduledJob::SleepCycle,
+            next + Duration::minutes(1)
+        )
+        .await
+        .unwrap()
+        .is_none());
         // A live claim by another holder blocks a later slot until it expires.
         let store = &f.args.store;
         let now = f.clock.now();
