@@ -151,3 +151,97 @@ async fn mcp_over_http_refuses_a_foreign_host() {
     assert_eq!(response.status(), StatusCode::OK);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let temp = tempfile::tempdir().expect("temp dir");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mnemos"))
+        .arg("mcp")
+        .env("MNEMOS__DATA_DIR", temp.path())
+        .env("MNEMOS__COGNITION__ENABLED", "false")
+        .env("MNEMOS__LOG__LEVEL", "debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("mnemos mcp starts");
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"remember","arguments":{"agent_id":"raw","content":"stdout stays clean"}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}"#,
+    ];
+    let mut stdin = child.stdin.take().expect("stdin piped");
+    for request in requests {
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .expect("write request");
+    }
+    // Read answers until the last request is answered, then close stdin: the end of the session.
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+    let mut stdout = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            stdout.push_str(&line);
+            stdout.push('\n');
+            if line.contains(r#""id":4"#) {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "no answer to every request; stdout so far:\n{stdout}"
+    );
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("mnemos mcp exits after stdin closes")
+        .expect("output");
+    while let Ok(Some(line)) = lines.next_line().await {
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {}; stderr:\n{stderr}",
+        output.status
+    );
+    let messages: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON-RPC ({e}): {line:?}"))
+        })
+        .collect();
+    assert!(
+        messages.iter().all(|m| m["jsonrpc"] == "2.0"),
+        "{messages:?}"
+    );
+    let by_id = |id: u64| messages.iter().find(|m| m["id"] == id).cloned();
+    assert_eq!(
+        by_id(2).map(|m| m["result"]["tools"].as_array().map(Vec::len)),
+        Some(Some(10))
+    );
+    let stored = by_id(3).unwrap_or_default();
+    assert_eq!(
+        stored["result"]["structuredContent"]["memory"]["content"], "stdout stays clean",
+        "{stored}"
+    );
+    let unknown = by_id(4).unwrap_or_default();
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(
+        unknown["error"]["data"]["code"], "invalid_argument",
+        "{unknown}"
+    );
+    assert_eq!(unknown["error"]["data"]["field"], "name", "{unknown}");
+    // Logs went to stderr, and the stores were flushed on the way out.
+    assert!(!stderr.is_empty());
+    assert_eq!(stored_memories(temp.path()).await, 1);
+}
