@@ -143,12 +143,17 @@ impl Application {
             fault_injection: self.settings.server.fault_injection,
             metrics: crate::http::metrics_handle(),
             started: Instant::now(),
+            mcp_allowed_hosts: self.settings.server.mcp_allowed_hosts.clone(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
         };
+        let mcp_sessions = state.shutdown.clone();
         let router = crate::http::router(state, self.settings.server.max_body_bytes);
         let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
         let signal = async move {
             shutdown.await;
             tracing::info!("shutdown requested; draining requests");
+            // MCP sessions keep a stream open; end them so the drain is not held up.
+            mcp_sessions.cancel();
             let _ = signalled_tx.send(true);
         };
         let grace = Duration::from_secs(self.settings.server.shutdown_grace_seconds);

@@ -69,6 +69,8 @@ pub struct ServerSettings {
     pub shutdown_grace_seconds: u64,
     /// Expose the actor fault-injection route.
     pub fault_injection: bool,
+    /// `Host` names `/mcp` accepts (guards a local server against DNS rebinding); empty accepts any.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// `[storage]`.
@@ -317,7 +319,9 @@ impl Settings {
             Environment::with_prefix("MNEMOS")
                 .prefix_separator("__")
                 .separator("__")
-                .try_parsing(true),
+                .try_parsing(true)
+                .list_separator(",")
+                .with_list_parse_key("server.mcp_allowed_hosts"),
         );
         let settings: Settings = builder
             .build()

@@ -13,6 +13,7 @@ pub mod embedding;
 pub mod eval;
 pub mod http;
 pub mod llm;
+pub mod mcp;
 pub mod store;
 pub mod telemetry;
 pub mod vectors;

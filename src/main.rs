@@ -43,6 +43,9 @@ struct Cli {
 enum Command {
     /// Run the HTTP service.
     Serve,
+    /// Serve MCP (Model Context Protocol) over stdin/stdout, for MCP clients that launch
+    /// the server themselves. Logs go to stderr; stops when stdin closes.
+    Mcp,
     /// Store a memory.
     Remember {
         /// Owner.
@@ -191,6 +194,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve => {
             let app = Application::build(settings).await?;
             app.run_until(shutdown_signal()).await?;
+        }
+        Command::Mcp => {
+            let services = Services::open(&settings).await?;
+            let served =
+                mnemos::mcp::serve_stdio(services.runtime.clone(), shutdown_signal()).await;
+            services.close().await?;
+            served?;
         }
         Command::Bench(args) => mnemos::bench::run(&settings, args).await?,
         Command::Eval {
@@ -440,7 +450,11 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 )
             });
         }
-        Command::Serve | Command::Migrate | Command::Bench(_) | Command::Eval { .. } => {
+        Command::Serve
+        | Command::Mcp
+        | Command::Migrate
+        | Command::Bench(_)
+        | Command::Eval { .. } => {
             anyhow::bail!("handled before opening the data directory")
         }
     }

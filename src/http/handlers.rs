@@ -8,7 +8,6 @@ use axum::response::IntoResponse;
 use axum::Json;
 use mnemos_actors::error::MemoryError;
 use mnemos_actors::model::{MemoryId, MemoryStatus, MemoryType};
-use mnemos_actors::runtime::{ForgetTarget, RecallInput};
 use mnemos_actors::store::ListQuery;
 use mnemos_actors::supervisor::{ChildKind, ChildState};
 use serde::Serialize;
@@ -16,7 +15,7 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
 use super::wire::*;
-use super::{ApiJson, ApiQuery, AppState};
+use super::{tools, ApiJson, ApiQuery, AppState};
 
 type Shared = State<Arc<AppState>>;
 type ApiResult<T> = Result<T, ApiError>;
@@ -33,10 +32,8 @@ pub async fn remember(
     State(state): Shared,
     ApiJson(body): ApiJson<RememberBody>,
 ) -> ApiResult<(StatusCode, Json<RememberResponse>)> {
-    let (agent_id, item) = body.into_parts();
-    let agent = agent(&agent_id)?;
-    let outcome = state.runtime.remember(&agent, item.into_input("")?).await?;
-    Ok((StatusCode::CREATED, Json(outcome.into())))
+    let response = tools::remember(&state.runtime, body).await?;
+    Ok((StatusCode::CREATED, Json(response)))
 }
 
 /// Store several memories atomically.
@@ -47,20 +44,8 @@ pub async fn remember_batch(
     State(state): Shared,
     ApiJson(body): ApiJson<RememberBatchBody>,
 ) -> ApiResult<(StatusCode, Json<RememberBatchResponse>)> {
-    let agent = agent(&body.agent_id)?;
-    let inputs = body
-        .memories
-        .into_iter()
-        .enumerate()
-        .map(|(index, item)| item.into_input(&format!("memories[{index}].")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let outcomes = state.runtime.remember_batch(&agent, inputs).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(RememberBatchResponse {
-            results: outcomes.into_iter().map(Into::into).collect(),
-        }),
-    ))
+    let response = tools::remember_batch(&state.runtime, body).await?;
+    Ok((StatusCode::CREATED, Json(response)))
 }
 
 /// Recall the memories that matter for a query.
@@ -71,46 +56,7 @@ pub async fn recall(
     State(state): Shared,
     ApiJson(body): ApiJson<RecallBody>,
 ) -> ApiResult<Json<RecallResponse>> {
-    let agent = agent(&body.agent_id)?;
-    let now = body.now.unwrap_or_else(|| state.runtime.now());
-    let debug = body.debug.unwrap_or(false);
-    let time_range = body
-        .time_query
-        .as_deref()
-        .map(|q| {
-            mnemos_actors::policy::time::parse_time_query(q, now)
-                .map_err(|message| MemoryError::invalid("time_query", message))
-        })
-        .transpose()?;
-    let types = body
-        .types
-        .map(|t| t.0)
-        .unwrap_or_default()
-        .iter()
-        .map(|t| MemoryType::parse("type", t))
-        .collect::<Result<Vec<_>, _>>()?;
-    let session_id = body
-        .session_id
-        .as_deref()
-        .map(mnemos_actors::model::SessionId::parse)
-        .transpose()?;
-    let outcome = state
-        .runtime
-        .recall(RecallInput {
-            agent_id: agent,
-            query: body.query,
-            types,
-            limit: body.limit,
-            session_id,
-            tags: body.tags.unwrap_or_default(),
-            include_shared: body.include_shared.unwrap_or(true),
-            debug,
-            time_range,
-            now: body.now,
-        })
-        .await?;
-    metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
-    Ok(Json(RecallResponse::from_outcome(outcome, debug)))
+    Ok(Json(tools::recall(&state.runtime, body).await?))
 }
 
 /// Assemble a ready-to-inject context block within a token budget.
@@ -121,57 +67,7 @@ pub async fn build_context(
     State(state): Shared,
     ApiJson(body): ApiJson<BuildContextBody>,
 ) -> ApiResult<Json<BuildContextResponse>> {
-    let agent = agent(&body.agent_id)?;
-    let budget = body.context_budget.unwrap_or(2000);
-    if !(1..=1_000_000).contains(&budget) {
-        return Err(MemoryError::invalid(
-            "context_budget",
-            "context_budget must be between 1 and 1000000 tokens",
-        )
-        .into());
-    }
-    let root = body.project_root.as_deref().map(std::path::PathBuf::from);
-    if let Some(root) = &root {
-        crate::context::check_root(root)?;
-    }
-    let session_id = body
-        .session_id
-        .as_deref()
-        .map(mnemos_actors::model::SessionId::parse)
-        .transpose()?;
-    let outcome = state
-        .runtime
-        .recall(RecallInput {
-            limit: Some(state.runtime.config().limits.max_result_limit.min(50)),
-            session_id,
-            include_shared: body.include_shared.unwrap_or(true),
-            ..RecallInput::new(agent, body.query)
-        })
-        .await?;
-    let mut stale_files: Vec<String> = Vec::new();
-    let ranked: Vec<(mnemos_actors::model::Memory, f64)> = outcome
-        .hits
-        .into_iter()
-        .filter(|hit| match (&root, &hit.memory.source) {
-            (Some(root), Some(source)) if crate::context::is_stale(root, source) => {
-                if !stale_files.contains(&source.path) {
-                    stale_files.push(source.path.clone());
-                }
-                false
-            }
-            _ => true,
-        })
-        .map(|hit| (hit.memory, hit.score))
-        .collect();
-    let block = mnemos_actors::policy::context::assemble(&ranked, budget);
-    Ok(Json(BuildContextResponse {
-        context: block.text,
-        metadata: ContextMetadata {
-            injected_count: block.injected,
-            tokens_used: block.tokens_used,
-            stale_files,
-        },
-    }))
+    Ok(Json(tools::build_context(&state.runtime, body).await?))
 }
 
 /// Link two memories.
@@ -182,18 +78,8 @@ pub async fn associate(
     State(state): Shared,
     ApiJson(body): ApiJson<AssociateBody>,
 ) -> ApiResult<(StatusCode, Json<AssociationView>)> {
-    let agent = agent(&body.agent_id)?;
-    let edge = state
-        .runtime
-        .associate(
-            &agent,
-            &MemoryId(body.from_id),
-            &MemoryId(body.to_id),
-            body.relation,
-            body.weight,
-        )
-        .await?;
-    Ok((StatusCode::CREATED, Json(edge.into())))
+    let edge = tools::associate(&state.runtime, body).await?;
+    Ok((StatusCode::CREATED, Json(edge)))
 }
 
 /// Spread activation from a memory through its associations.
@@ -204,26 +90,9 @@ pub async fn spreading_activation(
     State(state): Shared,
     ApiJson(body): ApiJson<SpreadingActivationBody>,
 ) -> ApiResult<Json<SpreadingActivationResponse>> {
-    let agent = agent(&body.agent_id)?;
-    let activated = state
-        .runtime
-        .spreading_activation(
-            &agent,
-            &MemoryId(body.seed_id),
-            body.depth.unwrap_or(2),
-            body.limit.unwrap_or(10),
-        )
-        .await?;
-    Ok(Json(SpreadingActivationResponse {
-        results: activated
-            .into_iter()
-            .map(|a| ActivationResult {
-                memory: a.memory.into(),
-                activation: a.activation,
-                path: a.path.into_iter().map(|id| id.0).collect(),
-            })
-            .collect(),
-    }))
+    Ok(Json(
+        tools::spreading_activation(&state.runtime, body).await?,
+    ))
 }
 
 /// Forget (archive) a memory or the memories matching a query.
@@ -234,26 +103,7 @@ pub async fn forget(
     State(state): Shared,
     ApiJson(body): ApiJson<ForgetBody>,
 ) -> ApiResult<Json<ForgetResponse>> {
-    let agent = agent(&body.agent_id)?;
-    let target = match (body.id, body.query) {
-        (Some(id), None) => ForgetTarget::Id(MemoryId(id)),
-        (None, Some(text)) => ForgetTarget::Query {
-            text,
-            limit: body.limit.unwrap_or(10),
-        },
-        (Some(_), Some(_)) => {
-            return Err(MemoryError::invalid("id", "give either id or query, not both").into())
-        }
-        (None, None) => {
-            return Err(MemoryError::invalid("id", "give the id of a memory, or a query").into())
-        }
-    };
-    let dry_run = body.dry_run.unwrap_or(false);
-    let forgotten = state.runtime.forget(&agent, target, dry_run).await?;
-    Ok(Json(ForgetResponse {
-        forgotten: forgotten.into_iter().map(|id| id.0).collect(),
-        dry_run,
-    }))
+    Ok(Json(tools::forget(&state.runtime, body).await?))
 }
 
 /// Run a consolidation pass for an agent now.
@@ -264,8 +114,7 @@ pub async fn consolidate(
     State(state): Shared,
     ApiJson(body): ApiJson<AgentBody>,
 ) -> ApiResult<Json<RunView>> {
-    let agent = agent(&body.agent_id)?;
-    Ok(Json(state.runtime.consolidate(&agent, "api").await?.into()))
+    Ok(Json(tools::consolidate(&state.runtime, body, "api").await?))
 }
 
 /// Archive idle sessions now (what the 03:00 job does): each session idle for
@@ -285,9 +134,7 @@ pub async fn reflect(
     State(state): Shared,
     ApiJson(body): ApiJson<AgentBody>,
 ) -> ApiResult<Json<ReflectResponse>> {
-    let agent = agent(&body.agent_id)?;
-    let stats = state.runtime.reflect(&agent).await?;
-    Ok(Json(ReflectResponse::new(&agent, stats)))
+    Ok(Json(tools::reflect(&state.runtime, body).await?))
 }
 
 /// Version history of a memory.
@@ -298,21 +145,7 @@ pub async fn memory_history(
     State(state): Shared,
     ApiJson(body): ApiJson<HistoryBody>,
 ) -> ApiResult<Json<HistoryResponse>> {
-    let owner = optional_agent(body.agent_id.as_deref())?;
-    history_of(&state, owner, body.id).await
-}
-
-async fn history_of(
-    state: &AppState,
-    owner: Option<mnemos_actors::model::AgentId>,
-    id: String,
-) -> ApiResult<Json<HistoryResponse>> {
-    let id = MemoryId(id);
-    let versions = state.runtime.history(owner.as_ref(), &id).await?;
-    Ok(Json(HistoryResponse {
-        id: id.0,
-        versions: versions.into_iter().map(Into::into).collect(),
-    }))
+    Ok(Json(tools::memory_history(&state.runtime, body).await?))
 }
 
 /// Browse an agent's memories, newest first.
@@ -408,7 +241,7 @@ pub async fn memory_history_resource(
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<HistoryResponse>> {
     let owner = optional_agent(params.agent_id.as_deref())?;
-    history_of(&state, owner, id).await
+    Ok(Json(tools::history_of(&state.runtime, owner, id).await?))
 }
 
 /// Consolidation run log.

@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod handlers;
+pub mod tools;
 pub mod wire;
 
 use std::sync::{Arc, OnceLock};
@@ -35,6 +36,10 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Process start, for uptime.
     pub started: Instant,
+    /// `Host` names the `/mcp` endpoint accepts (`server.mcp_allowed_hosts`).
+    pub mcp_allowed_hosts: Vec<String>,
+    /// Cancelled at shutdown so open MCP sessions and streams end and the drain can finish.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process).
@@ -93,26 +98,38 @@ where
         let deserializer = &mut serde_json::Deserializer::from_slice(&bytes);
         serde_path_to_error::deserialize(deserializer)
             .map(ApiJson)
-            .map_err(|error| {
-                let path = error.path().to_string();
-                let inner = error.into_inner();
-                let message = inner.to_string();
-                let field = if path == "." || path == "?" || path.is_empty() {
-                    // serde names missing/unknown fields in the message: lift the name out.
-                    message.split('`').nth(1).unwrap_or("body").to_string()
-                } else {
-                    path
-                };
-                let (field, message) = match inner.classify() {
-                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => (
-                        "body".to_string(),
-                        format!("the body is not valid JSON: {message}"),
-                    ),
-                    _ => (field.clone(), format!("{field}: {message}")),
-                };
-                ApiError(MemoryError::invalid(field, message))
-            })
+            .map_err(|error| ApiError(json_error(error)))
     }
+}
+
+/// Parse an already-decoded JSON value (an MCP tool's arguments) into a wire request with
+/// exactly the rules of [`ApiJson`]: unknown fields, missing fields and wrong types are
+/// `invalid_argument` naming the field.
+pub fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, MemoryError> {
+    serde_path_to_error::deserialize(value).map_err(json_error)
+}
+
+/// The contract's error for a body that did not deserialize, naming the field at fault.
+fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> MemoryError {
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    let message = inner.to_string();
+    let field = if path == "." || path == "?" || path.is_empty() {
+        // serde names missing/unknown fields in the message: lift the name out.
+        message.split('`').nth(1).unwrap_or("body").to_string()
+    } else {
+        path
+    };
+    let (field, message) = match inner.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => (
+            "body".to_string(),
+            format!("the body is not valid JSON: {message}"),
+        ),
+        serde_json::error::Category::Io | serde_json::error::Category::Data => {
+            (field.clone(), format!("{field}: {message}"))
+        }
+    };
+    MemoryError::invalid(field, message)
 }
 
 /// Query-string extractor with the contract's error body.
@@ -213,8 +230,14 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 )]
 pub struct ApiDoc;
 
-/// The full router.
+/// The full router: the REST routes and the MCP endpoint `/mcp` (streamable HTTP).
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let mcp = crate::mcp::http_service(
+        state.runtime.clone(),
+        state.mcp_allowed_hosts.clone(),
+        max_body_bytes,
+        state.shutdown.clone(),
+    );
     Router::new()
         .route("/tools/remember", post(handlers::remember))
         .route("/tools/remember_batch", post(handlers::remember_batch))
@@ -252,6 +275,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             "/openapi.json",
             get(|| async { axum::Json(ApiDoc::openapi()) }),
         )
+        .nest_service("/mcp", mcp)
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(record_metrics))

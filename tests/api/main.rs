@@ -5,5 +5,6 @@ mod cognition;
 mod errors;
 mod helpers;
 mod lifecycle;
+mod mcp;
 mod resources;
 mod tools;

@@ -1,0 +1,243 @@
+//! The tool operations of the contract, one function per tool: a parsed wire request in,
+//! the wire response out. The REST handlers and the MCP server both call these, so the
+//! two surfaces cannot drift apart.
+
+use mnemos_actors::error::{MemoryError, MemoryResult};
+use mnemos_actors::model::{MemoryId, MemoryType, SessionId};
+use mnemos_actors::runtime::{ForgetTarget, RecallInput};
+use mnemos_actors::Runtime;
+
+use super::wire::*;
+
+/// Store one memory.
+pub async fn remember(runtime: &Runtime, body: RememberBody) -> MemoryResult<RememberResponse> {
+    let (agent_id, item) = body.into_parts();
+    let agent = agent(&agent_id)?;
+    let outcome = runtime.remember(&agent, item.into_input("")?).await?;
+    Ok(outcome.into())
+}
+
+/// Store several memories atomically.
+pub async fn remember_batch(
+    runtime: &Runtime,
+    body: RememberBatchBody,
+) -> MemoryResult<RememberBatchResponse> {
+    let agent = agent(&body.agent_id)?;
+    let inputs = body
+        .memories
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| item.into_input(&format!("memories[{index}].")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcomes = runtime.remember_batch(&agent, inputs).await?;
+    Ok(RememberBatchResponse {
+        results: outcomes.into_iter().map(Into::into).collect(),
+    })
+}
+
+/// Recall the memories that matter for a query.
+pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallResponse> {
+    let agent = agent(&body.agent_id)?;
+    let now = body.now.unwrap_or_else(|| runtime.now());
+    let debug = body.debug.unwrap_or(false);
+    let time_range = body
+        .time_query
+        .as_deref()
+        .map(|q| {
+            mnemos_actors::policy::time::parse_time_query(q, now)
+                .map_err(|message| MemoryError::invalid("time_query", message))
+        })
+        .transpose()?;
+    let types = body
+        .types
+        .map(|t| t.0)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| MemoryType::parse("type", t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let session_id = body
+        .session_id
+        .as_deref()
+        .map(SessionId::parse)
+        .transpose()?;
+    let outcome = runtime
+        .recall(RecallInput {
+            agent_id: agent,
+            query: body.query,
+            types,
+            limit: body.limit,
+            session_id,
+            tags: body.tags.unwrap_or_default(),
+            include_shared: body.include_shared.unwrap_or(true),
+            debug,
+            time_range,
+            now: body.now,
+        })
+        .await?;
+    metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
+    Ok(RecallResponse::from_outcome(outcome, debug))
+}
+
+/// Assemble a ready-to-inject context block within a token budget.
+pub async fn build_context(
+    runtime: &Runtime,
+    body: BuildContextBody,
+) -> MemoryResult<BuildContextResponse> {
+    let agent = agent(&body.agent_id)?;
+    let budget = body.context_budget.unwrap_or(2000);
+    if !(1..=1_000_000).contains(&budget) {
+        return Err(MemoryError::invalid(
+            "context_budget",
+            "context_budget must be between 1 and 1000000 tokens",
+        ));
+    }
+    let root = body.project_root.as_deref().map(std::path::PathBuf::from);
+    if let Some(root) = &root {
+        crate::context::check_root(root)?;
+    }
+    let session_id = body
+        .session_id
+        .as_deref()
+        .map(SessionId::parse)
+        .transpose()?;
+    let outcome = runtime
+        .recall(RecallInput {
+            limit: Some(runtime.config().limits.max_result_limit.min(50)),
+            session_id,
+            include_shared: body.include_shared.unwrap_or(true),
+            ..RecallInput::new(agent, body.query)
+        })
+        .await?;
+    let mut stale_files: Vec<String> = Vec::new();
+    let ranked: Vec<(mnemos_actors::model::Memory, f64)> = outcome
+        .hits
+        .into_iter()
+        .filter(|hit| match (&root, &hit.memory.source) {
+            (Some(root), Some(source)) if crate::context::is_stale(root, source) => {
+                if !stale_files.contains(&source.path) {
+                    stale_files.push(source.path.clone());
+                }
+                false
+            }
+            _ => true,
+        })
+        .map(|hit| (hit.memory, hit.score))
+        .collect();
+    let block = mnemos_actors::policy::context::assemble(&ranked, budget);
+    Ok(BuildContextResponse {
+        context: block.text,
+        metadata: ContextMetadata {
+            injected_count: block.injected,
+            tokens_used: block.tokens_used,
+            stale_files,
+        },
+    })
+}
+
+/// Link two memories.
+pub async fn associate(runtime: &Runtime, body: AssociateBody) -> MemoryResult<AssociationView> {
+    let agent = agent(&body.agent_id)?;
+    let edge = runtime
+        .associate(
+            &agent,
+            &MemoryId(body.from_id),
+            &MemoryId(body.to_id),
+            body.relation,
+            body.weight,
+        )
+        .await?;
+    Ok(edge.into())
+}
+
+/// Spread activation from a memory through its associations.
+pub async fn spreading_activation(
+    runtime: &Runtime,
+    body: SpreadingActivationBody,
+) -> MemoryResult<SpreadingActivationResponse> {
+    let agent = agent(&body.agent_id)?;
+    let activated = runtime
+        .spreading_activation(
+            &agent,
+            &MemoryId(body.seed_id),
+            body.depth.unwrap_or(2),
+            body.limit.unwrap_or(10),
+        )
+        .await?;
+    Ok(SpreadingActivationResponse {
+        results: activated
+            .into_iter()
+            .map(|a| ActivationResult {
+                memory: a.memory.into(),
+                activation: a.activation,
+                path: a.path.into_iter().map(|id| id.0).collect(),
+            })
+            .collect(),
+    })
+}
+
+/// Forget (archive) a memory or the memories matching a query.
+pub async fn forget(runtime: &Runtime, body: ForgetBody) -> MemoryResult<ForgetResponse> {
+    let agent = agent(&body.agent_id)?;
+    let target = match (body.id, body.query) {
+        (Some(id), None) => ForgetTarget::Id(MemoryId(id)),
+        (None, Some(text)) => ForgetTarget::Query {
+            text,
+            limit: body.limit.unwrap_or(10),
+        },
+        (Some(_), Some(_)) => {
+            return Err(MemoryError::invalid(
+                "id",
+                "give either id or query, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(MemoryError::invalid(
+                "id",
+                "give the id of a memory, or a query",
+            ))
+        }
+    };
+    let dry_run = body.dry_run.unwrap_or(false);
+    let forgotten = runtime.forget(&agent, target, dry_run).await?;
+    Ok(ForgetResponse {
+        forgotten: forgotten.into_iter().map(|id| id.0).collect(),
+        dry_run,
+    })
+}
+
+/// Run a consolidation pass (sleep cycle) for an agent now; `trigger` names the surface.
+pub async fn consolidate(
+    runtime: &Runtime,
+    body: AgentBody,
+    trigger: &str,
+) -> MemoryResult<RunView> {
+    let agent = agent(&body.agent_id)?;
+    Ok(runtime.consolidate(&agent, trigger).await?.into())
+}
+
+/// Statistics of an agent's memories.
+pub async fn reflect(runtime: &Runtime, body: AgentBody) -> MemoryResult<ReflectResponse> {
+    let agent = agent(&body.agent_id)?;
+    let stats = runtime.reflect(&agent).await?;
+    Ok(ReflectResponse::new(&agent, stats))
+}
+
+/// Version history of a memory (the owner is checked when given).
+pub async fn memory_history(runtime: &Runtime, body: HistoryBody) -> MemoryResult<HistoryResponse> {
+    let owner = body.agent_id.as_deref().map(agent).transpose()?;
+    history_of(runtime, owner, body.id).await
+}
+
+/// Version history of a memory by id, for the tool and the resource route.
+pub async fn history_of(
+    runtime: &Runtime,
+    owner: Option<mnemos_actors::model::AgentId>,
+    id: String,
+) -> MemoryResult<HistoryResponse> {
+    let id = MemoryId(id);
+    let versions = runtime.history(owner.as_ref(), &id).await?;
+    Ok(HistoryResponse {
+        id: id.0,
+        versions: versions.into_iter().map(Into::into).collect(),
+    })
+}

@@ -1,0 +1,427 @@
+//! The MCP (Model Context Protocol) surface: the contract's tools, served over stdio
+//! (`mnemos mcp`) and over streamable HTTP (`/mcp` on the main router).
+//!
+//! Every tool parses its arguments with the REST surface's strict rules
+//! ([`crate::http::from_json_value`]) and runs the same function as its REST route
+//! ([`crate::http::tools`]), so the two surfaces answer with the same JSON and the same
+//! errors. Input schemas are the request bodies' schemas from the OpenAPI document with
+//! every `$ref` inlined. A failure is a JSON-RPC error whose code comes from
+//! [`crate::http::error::mcp_error_code`] and whose `data` carries the contract's
+//! `{"code", "message", "field"}`.
+
+use std::sync::Arc;
+
+use mnemos_actors::error::{ErrorCode, MemoryError};
+use mnemos_actors::Runtime;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use utoipa::OpenApi;
+
+use crate::http::error::mcp_error_code;
+use crate::http::{from_json_value, tools};
+
+/// One tool of the contract: its name, the OpenAPI component of its arguments, when an
+/// agent should call it, and whether it only reads.
+struct ToolSpec {
+    /// Tool name (the same as the REST route's last segment).
+    name: &'static str,
+    /// Name of the request body's schema in the OpenAPI components.
+    body: &'static str,
+    /// What the tool does and when to call it (shown to the model).
+    description: &'static str,
+    /// True when the tool changes nothing.
+    read_only: bool,
+    /// True when the tool removes memories from recall.
+    destructive: bool,
+}
+
+/// The tools, in the order `tools/list` shows them. `extract_turn` is not here yet: it
+/// has no REST implementation either.
+const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "remember",
+        body: "RememberBody",
+        description: "Store one memory for an agent. Call it whenever the conversation reveals something worth \
+            keeping for later: a fact or preference about the user, a decision, an event, how a task is done. \
+            The type (episodic, semantic, procedural, affective, working) is chosen for you when omitted; \
+            duplicates are merged and contradicted knowledge is superseded.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "remember_batch",
+        body: "RememberBatchBody",
+        description: "Store several memories for one agent at once, atomically and in order. Call it instead of \
+            repeated remember calls when a turn or a document yields many facts.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "recall",
+        body: "RecallBody",
+        description: "Search an agent's memories. Call it before answering, to fetch what the agent knows about \
+            the user, the topic or a past event (semantic, keyword, association and time retrieval fused and \
+            ranked). Use time_query for periods such as 'last week' or 'in May 2023'.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "associate",
+        body: "AssociateBody",
+        description: "Link two of an agent's memories with a weighted, named relation (default related_to). Call it \
+            when you notice that two memories belong together (cause and effect, same project, follow-up), so \
+            that recalling one brings up the other.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "spreading_activation",
+        body: "SpreadingActivationBody",
+        description: "Starting from one memory, follow its associations (depth hops) and return the memories that \
+            light up, strongest first, with the path to each. Call it to explore what is connected to a memory \
+            you already have, e.g. after recall found the right starting point.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "forget",
+        body: "ForgetBody",
+        description: "Archive (not delete) one memory by id, or the memories keyword-matching a query. Call it when \
+            the user asks you to forget something or a memory is wrong or obsolete; use dry_run to see what a \
+            query would archive first. History is kept.",
+        read_only: false,
+        destructive: true,
+    },
+    ToolSpec {
+        name: "consolidate",
+        body: "AgentBody",
+        description: "Run a sleep cycle for an agent now: cluster related episodic memories into semantic or \
+            procedural knowledge and let weak, unused memories fade. Call it at the end of a long session or \
+            when recall returns many near-duplicates; it also runs on a schedule.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "reflect",
+        body: "AgentBody",
+        description: "Statistics of an agent's memories: counts per type and status, top tags, consolidation ratio, \
+            mean retention. Call it to get an overview of what the agent knows before planning, or to check \
+            that memories are being stored.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "memory_history",
+        body: "HistoryBody",
+        description: "The earlier versions of one memory, with when and why each changed (patch, superseded, \
+            consolidated, forgotten). Call it when you need to know what a memory used to say or why it changed.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "build_context",
+        body: "BuildContextBody",
+        description: "Assemble a ready-to-inject text block of the agent's most relevant memories for a query, within \
+            a token budget (context_budget, default 2000). Call it at the start of a task or turn to prime your \
+            context; give project_root to leave out memories whose source files changed.",
+        read_only: true,
+        destructive: false,
+    },
+];
+
+/// The MCP server: the contract's tools over one runtime. Cheap to clone; the streamable
+/// HTTP transport makes one per session.
+#[derive(Clone)]
+pub struct MnemosMcp {
+    /// The runtime every tool calls (the same one the REST surface uses).
+    runtime: Runtime,
+    /// Tool definitions, built once from the OpenAPI document.
+    tools: Arc<Vec<Tool>>,
+}
+
+impl MnemosMcp {
+    /// A server over `runtime`.
+    pub fn new(runtime: Runtime) -> Self {
+        Self {
+            runtime,
+            tools: Arc::new(tool_definitions()),
+        }
+    }
+
+    /// Run one tool: parse its arguments like the REST route does, call the shared
+    /// operation and return the REST route's JSON.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, MemoryError> {
+        let runtime = &self.runtime;
+        match name {
+            "remember" => answer(tools::remember(runtime, parse(arguments)?).await),
+            "remember_batch" => answer(tools::remember_batch(runtime, parse(arguments)?).await),
+            "recall" => answer(tools::recall(runtime, parse(arguments)?).await),
+            "associate" => answer(tools::associate(runtime, parse(arguments)?).await),
+            "spreading_activation" => {
+                answer(tools::spreading_activation(runtime, parse(arguments)?).await)
+            }
+            "forget" => answer(tools::forget(runtime, parse(arguments)?).await),
+            "consolidate" => answer(tools::consolidate(runtime, parse(arguments)?, "mcp").await),
+            "reflect" => answer(tools::reflect(runtime, parse(arguments)?).await),
+            "memory_history" => answer(tools::memory_history(runtime, parse(arguments)?).await),
+            "build_context" => answer(tools::build_context(runtime, parse(arguments)?).await),
+            unknown => Err(MemoryError::invalid(
+                "name",
+                format!("no tool named {unknown:?}; tools/list names the tools this server has"),
+            )),
+        }
+    }
+
+    /// The tool definitions `tools/list` answers with.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+}
+
+/// Parse tool arguments with the REST surface's strict rules.
+fn parse<T: DeserializeOwned>(arguments: Value) -> Result<T, MemoryError> {
+    from_json_value(arguments)
+}
+
+/// A wire response as JSON (serialising a wire type cannot fail; if it did, it is a bug).
+fn answer<T: Serialize>(result: Result<T, MemoryError>) -> Result<Value, MemoryError> {
+    let response = result?;
+    serde_json::to_value(response).map_err(|error| {
+        MemoryError::new(
+            ErrorCode::Internal,
+            format!("could not serialise the answer: {error}"),
+        )
+    })
+}
+
+/// A [`MemoryError`] as a JSON-RPC error: the mapped code, the message, and the
+/// contract's error object (`code`, `message`, `field`) as `data`.
+pub fn mcp_error(error: MemoryError) -> ErrorData {
+    if matches!(
+        error.code,
+        ErrorCode::Internal | ErrorCode::BackendUnavailable
+    ) {
+        tracing::error!(code = error.code.as_str(), message = %error.message, "MCP tool call failed");
+    }
+    let mut data = json!({ "code": error.code.as_str(), "message": error.message });
+    if let (Some(field), Some(object)) = (&error.field, data.as_object_mut()) {
+        object.insert("field".into(), Value::String(field.clone()));
+    }
+    ErrorData::new(
+        rmcp::model::ErrorCode(mcp_error_code(error.code)),
+        error.message,
+        Some(data),
+    )
+}
+
+/// Build the tool list: each tool's input schema is its request body's schema in the
+/// OpenAPI document, with component references inlined.
+fn tool_definitions() -> Vec<Tool> {
+    let document = serde_json::to_value(crate::http::ApiDoc::openapi()).unwrap_or(Value::Null);
+    let components = document
+        .pointer("/components/schemas")
+        .cloned()
+        .unwrap_or(Value::Null);
+    TOOLS
+        .iter()
+        .map(|spec| {
+            let schema = components
+                .get(spec.body)
+                .map(|schema| inline_refs(schema, &components, 0))
+                .and_then(|schema| match schema {
+                    Value::Object(object) => Some(object),
+                    _ => None,
+                })
+                .unwrap_or_else(|| {
+                    // Only reachable if the OpenAPI document loses a body; the unit tests catch it.
+                    tracing::error!(tool = spec.name, "no input schema in the OpenAPI document");
+                    let mut object = JsonObject::new();
+                    object.insert("type".into(), Value::String("object".into()));
+                    object
+                });
+            Tool::new(spec.name, spec.description, Arc::new(schema)).with_annotations(
+                ToolAnnotations::new()
+                    .read_only(spec.read_only)
+                    .destructive(spec.destructive)
+                    .open_world(false),
+            )
+        })
+        .collect()
+}
+
+/// Replace every `{"$ref": "#/components/schemas/X"}` with X's schema (depth-limited,
+/// so a recursive type cannot loop).
+fn inline_refs(schema: &Value, components: &Value, depth: usize) -> Value {
+    match schema {
+        Value::Object(object) => {
+            if let Some(Value::String(reference)) = object.get("$ref") {
+                let name = reference.trim_start_matches("#/components/schemas/");
+                if let Some(target) = components.get(name).filter(|_| depth < 16) {
+                    let mut inlined = inline_refs(target, components, depth + 1);
+                    // Keep sibling keywords such as a description next to the reference.
+                    if let Value::Object(inlined_object) = &mut inlined {
+                        for (key, value) in object.iter().filter(|(k, _)| *k != "$ref") {
+                            inlined_object
+                                .insert(key.clone(), inline_refs(value, components, depth));
+                        }
+                    }
+                    return inlined;
+                }
+                return json!({});
+            }
+            Value::Object(
+                object
+                    .iter()
+                    .map(|(key, value)| (key.clone(), inline_refs(value, components, depth)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| inline_refs(item, components, depth))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+impl ServerHandler for MnemosMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("mnemos", env!("CARGO_PKG_VERSION"))
+                    .with_title("mnemos memory"),
+            )
+            .with_instructions(
+                "Long-term memory for this agent. Call recall (or build_context) before answering to fetch \
+                 what you know; call remember when you learn something worth keeping; forget when asked to. \
+                 Every tool takes the agent_id whose memories it reads or writes.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let span = tracing::info_span!("mcp_tool", tool = %request.name);
+        let result = self.call(&request.name, arguments).instrument(span).await;
+        metrics::counter!(
+            "mnemos_mcp_tool_calls_total",
+            "tool" => request.name.to_string(),
+            "outcome" => match &result { Ok(_) => "ok", Err(e) => e.code.as_str() }
+        )
+        .increment(1);
+        result
+            .map(|value| CallToolResult::structured(value).into())
+            .map_err(mcp_error)
+    }
+}
+
+/// The streamable HTTP service for `/mcp` (mount with `Router::nest_service`).
+/// `allowed_hosts` guards against DNS rebinding (empty: any `Host`); `shutdown` ends the
+/// open sessions and streams so a graceful shutdown does not wait for them.
+pub fn http_service(
+    runtime: Runtime,
+    allowed_hosts: Vec<String>,
+    max_body_bytes: usize,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<MnemosMcp, LocalSessionManager> {
+    let server = MnemosMcp::new(runtime);
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_max_request_body_bytes(max_body_bytes)
+        .with_cancellation_token(shutdown);
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// Serve MCP over stdin/stdout until the client closes stdin or `shutdown` completes.
+/// Nothing but protocol messages goes to stdout (logs go to stderr).
+pub async fn serve_stdio(
+    runtime: Runtime,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let running = MnemosMcp::new(runtime)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|error| anyhow::anyhow!("MCP initialisation failed: {error}"))?;
+    let cancel = running.cancellation_token();
+    tokio::select! {
+        reason = running.waiting() => {
+            tracing::info!(reason = ?reason, "MCP client disconnected");
+        }
+        () = shutdown => {
+            tracing::info!("shutdown requested; closing the MCP session");
+            cancel.cancel();
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_plain_object_schema_with_required_fields() {
+        let tools = tool_definitions();
+        assert_eq!(tools.len(), 10);
+        for tool in &tools {
+            let schema = Value::Object((*tool.input_schema).clone());
+            assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            assert!(!required.is_empty(), "{}: {schema}", tool.name);
+            assert!(
+                !schema.to_string().contains("$ref"),
+                "{}: {schema}",
+                tool.name
+            );
+        }
+        let recall = tools
+            .iter()
+            .find(|t| t.name == "recall")
+            .map(|t| Value::Object((*t.input_schema).clone()));
+        let required = recall.as_ref().map(|s| s["required"].clone());
+        assert_eq!(required, Some(json!(["agent_id", "query"])));
+    }
+
+    #[test]
+    fn errors_carry_the_contract_code_and_field() {
+        let error = mcp_error(MemoryError::invalid("query", "query: missing field"));
+        assert_eq!(error.code.0, -32602);
+        let data = error.data.unwrap_or(Value::Null);
+        assert_eq!(data["code"], "invalid_argument");
+        assert_eq!(data["field"], "query");
+    }
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""MCP conformance check of mnemos with the official MCP Python SDK as the client.
+
+    python3 tests/mcp_client.py stdio <command> [args...]   # env: inherited (MNEMOS__DATA_DIR, ...)
+    python3 tests/mcp_client.py http <url>                   # e.g. http://127.0.0.1:8077/mcp
+
+Initialises a session, lists the tools (all ten, each with an input schema that has
+`required`), calls every tool with valid arguments, then makes bad calls and checks
+that they fail with an MCP error whose data carries `invalid_argument` and the field.
+Prints a JSON summary on stdout; exits non-zero on any failure.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import traceback
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+try:  # mcp >= 2: streamable_http_client; mcp 1.x: streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client as _http_client
+except ImportError:  # pragma: no cover - older SDK
+    from mcp.client.streamable_http import streamablehttp_client as _http_client
+
+try:
+    from mcp.shared.exceptions import MCPError as _McpError
+except ImportError:  # pragma: no cover - older SDK
+    from mcp.shared.exceptions import McpError as _McpError
+
+TOOLS = {
+    "remember", "remember_batch", "recall", "associate", "spreading_activation",
+    "forget", "consolidate", "reflect", "memory_history", "build_context",
+}
+AGENT = "mcp-client"
+
+
+def attr(obj, *names):
+    """First present attribute among snake_case / camelCase spellings across SDK versions."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+async def call(session, name, arguments):
+    """Call a tool; return its structured content (falling back to the text JSON)."""
+    result = await session.call_tool(name, arguments)
+    check(not attr(result, "is_error", "isError"), f"{name} returned an error result: {result}")
+    structured = attr(result, "structured_content", "structuredContent")
+    text = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+    check(text, f"{name}: no text content")
+    check(json.loads(text[0]) == structured, f"{name}: text content differs from structured content")
+    check(isinstance(structured, dict), f"{name}: structured content is not an object: {structured}")
+    return structured
+
+
+async def expect_invalid(session, name, arguments, field):
+    try:
+        result = await session.call_tool(name, arguments)
+    except _McpError as error:
+        data = error.error.data or {}
+        check(error.error.code == -32602, f"{name}: JSON-RPC code {error.error.code}, want -32602")
+        check(data.get("code") == "invalid_argument", f"{name}: data {data}")
+        check(data.get("field") == field, f"{name}: field {data.get('field')!r}, want {field!r}")
+        check(field in error.error.message, f"{name}: message does not name {field}: {error.error.message}")
+        return {"tool": name, "code": error.error.code, "data": data}
+    raise AssertionError(f"{name} with bad arguments succeeded: {result}")
+
+
+async def exercise(session):
+    summary = {}
+    init = await session.initialize()
+    summary["protocol_version"] = attr(init, "protocol_version", "protocolVersion")
+    summary["server"] = attr(init, "server_info", "serverInfo").name
+
+    listed = await session.list_tools()
+    names = {tool.name for tool in listed.tools}
+    check(names == TOOLS, f"tools/list: {sorted(names)}")
+    for tool in listed.tools:
+        schema = attr(tool, "input_schema", "inputSchema")
+        check(isinstance(schema, dict) and schema.get("type") == "object", f"{tool.name}: schema {schema}")
+        check(schema.get("required"), f"{tool.name}: schema has no required fields")
+        check("$ref" not in json.dumps(schema), f"{tool.name}: schema has a $ref")
+        check(tool.description and len(tool.description) > 40, f"{tool.name}: no useful description")
+    summary["tools"] = sorted(names)
+
+    first = await call(session, "remember", {
+        "agent_id": AGENT, "content": "Alice prefers green tea in the morning",
+        "type": "semantic", "tags": ["preference"], "importance": 0.8,
+    })
+    second = await call(session, "remember", {
+        "agent_id": AGENT, "content": "Alice's office is on the fourth floor of the Lyon building",
+    })
+    first_id, second_id = first["memory"]["id"], second["memory"]["id"]
+    check(first["memory"]["type"] == "semantic", f"remember: {first}")
+
+    batch = await call(session, "remember_batch", {
+        "agent_id": AGENT,
+        "memories": [{"content": "The deploy script lives in ops/deploy.sh"},
+                     {"content": "Standup is at 9:30 every weekday", "tags": ["routine"]}],
+    })
+    check(len(batch["results"]) == 2, f"remember_batch: {batch}")
+
+    recalled = await call(session, "recall", {"agent_id": AGENT, "query": "what tea does Alice like?", "limit": 3})
+    check(recalled["results"] and recalled["results"][0]["memory"]["id"] == first_id, f"recall: {recalled}")
+
+    edge = await call(session, "associate", {
+        "agent_id": AGENT, "from_id": first_id, "to_id": second_id, "relation": "about_alice", "weight": 0.9,
+    })
+    check(edge["from_id"] == first_id and edge["to_id"] == second_id, f"associate: {edge}")
+
+    spread = await call(session, "spreading_activation", {"agent_id": AGENT, "seed_id": first_id, "depth": 2})
+    check(any(r["memory"]["id"] == second_id for r in spread["results"]), f"spreading_activation: {spread}")
+
+    history = await call(session, "memory_history", {"id": first_id, "agent_id": AGENT})
+    check(history["id"] == first_id and isinstance(history["versions"], list), f"memory_history: {history}")
+
+    stats = await call(session, "reflect", {"agent_id": AGENT})
+    check(json.dumps(stats).count("semantic") >= 1, f"reflect: {stats}")
+
+    run = await call(session, "consolidate", {"agent_id": AGENT})
+    check("id" in run, f"consolidate: {run}")
+
+    context = await call(session, "build_context", {"agent_id": AGENT, "query": "Alice", "context_budget": 200})
+    check("Alice" in context["context"] and context["metadata"]["injected_count"] >= 1, f"build_context: {context}")
+
+    forgotten = await call(session, "forget", {"agent_id": AGENT, "id": second_id})
+    check(forgotten["forgotten"] == [second_id], f"forget: {forgotten}")
+
+    summary["calls"] = ["remember", "remember", "remember_batch", "recall", "associate", "spreading_activation",
+                        "memory_history", "reflect", "consolidate", "build_context", "forget"]
+    summary["errors"] = [
+        await expect_invalid(session, "recall", {"agent_id": AGENT}, "query"),
+        await expect_invalid(session, "remember", {"agent_id": AGENT, "content": 42}, "content"),
+        await expect_invalid(session, "reflect", {"agent_id": AGENT, "surprise": True}, "surprise"),
+    ]
+    return summary
+
+
+async def main(argv):
+    if len(argv) < 3 or argv[1] not in ("stdio", "http"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if argv[1] == "stdio":
+        params = StdioServerParameters(command=argv[2], args=argv[3:], env=dict(os.environ))
+        transport = stdio_client(params)
+    else:
+        transport = _http_client(argv[2])
+    async with transport as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            summary = await exercise(session)
+    summary["transport"] = argv[1]
+    summary["ok"] = True
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main(sys.argv)))
+    except BaseException as error:  # noqa: BLE001 - report everything, then fail
+        if isinstance(error, SystemExit):
+            raise
+        traceback.print_exc()
+        print(json.dumps({"ok": False, "error": f"{type(error).__name__}: {error}"}))
+        sys.exit(1)
