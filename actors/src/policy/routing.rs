@@ -160,39 +160,6 @@ pub fn looks_procedural(text: &str) -> bool {
         || lower.contains(" run `")
 }
 
-/// True for a declarative sentence of at least three words with no first or second
-/// person, no past tense and no question: how facts about the world are written.
-fn is_impersonal_statement(text: &str, tokens: &[String]) -> bool {
-    const PERSONAL: &[&str] = &[
-        "i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "us", "our",
-        "ours", "you", "you're", "your", "yours",
-    ];
-    const PAST: &[&str] = &[
-        "was",
-        "were",
-        "did",
-        "had",
-        "went",
-        "got",
-        "made",
-        "took",
-        "said",
-        "told",
-        "saw",
-        "met",
-        "yesterday",
-        "ago",
-        "last",
-    ];
-    tokens.len() >= 3
-        && !text.trim_end().ends_with('?')
-        && !tokens.iter().any(|t| {
-            PERSONAL.contains(&t.as_str())
-                || PAST.contains(&t.as_str())
-                || (t.len() > 4 && t.ends_with("ed"))
-        })
-}
-
 /// Classify `text` by rules.
 pub fn route(text: &str) -> RoutingDecision {
     let lower = format!(" {} ", text.to_lowercase());
@@ -311,19 +278,6 @@ pub fn route(text: &str) -> RoutingDecision {
         ));
     }
 
-    // A present-tense statement about something other than the speaker ("Staging runs
-    // on port 5433", "The API uses OAuth") reads as a fact: weakly semantic, so any
-    // other rule wins, and still marked ambiguous so an arbiter may overrule.
-    if scores.is_empty() && is_impersonal_statement(text, &tokens) {
-        return RoutingDecision {
-            memory_type: MemoryType::Semantic,
-            reason: "impersonal present-tense statement (a fact)".into(),
-            ambiguous: true,
-            valence: None,
-            arousal: None,
-        };
-    }
-
     scores.sort_by(|a, b| b.1.total_cmp(&a.1));
     match scores.as_slice() {
         [] => RoutingDecision {
@@ -405,19 +359,5 @@ mod tests {
         let unknown = route("blue");
         assert_eq!(unknown.memory_type, MemoryType::Episodic);
         assert!(unknown.ambiguous);
-        let fact = route("Staging runs on port 5433");
-        assert_eq!(fact.memory_type, MemoryType::Semantic, "{}", fact.reason);
-        assert!(fact.ambiguous);
-        for personal in [
-            "I like green tea a lot",
-            "We deployed it to staging",
-            "Does staging run on 5433?",
-        ] {
-            assert_ne!(
-                route(personal).memory_type,
-                MemoryType::Semantic,
-                "{personal}"
-            );
-        }
     }
 }
