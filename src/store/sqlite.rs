@@ -405,6 +405,17 @@ impl SqliteStore {
         }
     }
 
+    /// A write transaction that takes SQLite's write lock when it begins (`BEGIN
+    /// IMMEDIATE`), so it waits its turn (up to the busy timeout) instead of failing with
+    /// SQLITE_BUSY_SNAPSHOT when another writer commits between its first read and its
+    /// first write.
+    async fn write_transaction(&self) -> MemoryResult<sqlx::Transaction<'static, Sqlite>> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(backend_error)
+    }
+
     /// The pool (for maintenance commands).
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -455,7 +466,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
-        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let mut tx = self.write_transaction().await?;
         insert_records(&mut tx, records).await?;
         tx.commit().await.map_err(backend_error)
     }
@@ -598,7 +609,7 @@ impl MemoryStore for SqliteStore {
         previous: &MemoryVersion,
         embedding: Option<&[f32]>,
     ) -> MemoryResult<()> {
-        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let mut tx = self.write_transaction().await?;
         update_record(&mut tx, next, previous, embedding).await?;
         tx.commit().await.map_err(backend_error)
     }
@@ -686,7 +697,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
-        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let mut tx = self.write_transaction().await?;
         let at = format_time(&at);
         for chunk in ids.chunks(500) {
             let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new("UPDATE memories SET access_count = access_count + 1, last_accessed_at = max(last_accessed_at, ");
@@ -840,7 +851,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
-        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let mut tx = self.write_transaction().await?;
         // Sources first: a source changed since it was read fails the whole cluster.
         for (next, previous) in &commit.sources {
             update_record(&mut tx, next, previous, None).await?;
@@ -893,7 +904,7 @@ impl MemoryStore for SqliteStore {
         agent: &AgentId,
         archived_before: DateTime<Utc>,
     ) -> MemoryResult<Vec<MemoryId>> {
-        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let mut tx = self.write_transaction().await?;
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT m.id FROM memories m WHERE m.agent_id = ? AND m.status = 'archived' AND m.updated_at < ? \
              AND (SELECT v.reason FROM memory_versions v WHERE v.memory_id = m.id ORDER BY v.version DESC LIMIT 1) IN (?, ?)",
@@ -968,7 +979,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
-        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let mut tx = self.write_transaction().await?;
         let through = format_time(&archive.archived_through);
         let marked = sqlx::query(
             "INSERT INTO session_archives (agent_id, session_id, archived_through, summary_id) VALUES (?, ?, ?, ?) \

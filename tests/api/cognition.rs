@@ -244,12 +244,44 @@ fn start_process(data_dir: &std::path::Path, database: &std::path::Path) -> Serv
     }
 }
 
+/// Start a server process and wait until it answers. The free port it was given can
+/// be taken by a parallel test before it binds; then it exits and is started again
+/// on another port.
+async fn start_ready_process(
+    data_dir: &std::path::Path,
+    database: &std::path::Path,
+) -> ServerProcess {
+    let client = reqwest::Client::new();
+    let mut last_log = String::new();
+    for _attempt in 0..3 {
+        let mut server = start_process(data_dir, database);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if server.child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            let answered = client
+                .get(format!("{}/health", server.address))
+                .send()
+                .await
+                .is_ok();
+            // Still running after answering: the answer was ours, not another test's server.
+            if answered && server.child.try_wait().ok().flatten().is_none() {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        last_log = std::fs::read_to_string(&server.log).unwrap_or_default();
+    }
+    panic!("a mnemos server process did not start; its last log:\n{last_log}");
+}
+
 #[tokio::test]
 async fn two_server_processes_on_one_database_run_each_firing_once() {
     let temp = tempfile::tempdir().unwrap();
     let database = temp.path().join("shared.db");
-    let a = start_process(&temp.path().join("a"), &database);
-    let b = start_process(&temp.path().join("b"), &database);
+    let a = start_ready_process(&temp.path().join("a"), &database).await;
+    let b = start_ready_process(&temp.path().join("b"), &database).await;
     let client = reqwest::Client::new();
     for server in [&a, &b] {
         let up = eventually(Duration::from_secs(30), || async {

@@ -96,8 +96,9 @@ async fn a_failed_actor_is_restarted_and_no_acknowledged_write_is_lost() {
             for n in 0..per_writer {
                 let body = json!({"agent_id": "load", "content": format!("writer {writer} note {n} about supervision")});
                 let response = app.post("/tools/remember", &body).await;
-                assert_eq!(response.status(), StatusCode::CREATED, "every write succeeds across restarts");
+                let status = response.status();
                 let body: serde_json::Value = response.json().await.unwrap();
+                assert_eq!(status, StatusCode::CREATED, "every write succeeds across restarts: {body}");
                 acknowledged.push(body["memory"]["id"].as_str().unwrap().to_string());
             }
             acknowledged
