@@ -169,6 +169,12 @@ pub struct RecallConfig {
     pub rerank: bool,
     /// Weight of the request session's working memory.
     pub working_weight: f64,
+    /// Weight of the feedback-expanded BM25 pass.
+    pub feedback_weight: f64,
+    /// Top keyword hits feedback terms come from.
+    pub feedback_documents: usize,
+    /// Most feedback terms added.
+    pub feedback_terms: usize,
 }
 
 /// `[dedup]`.
@@ -430,6 +436,7 @@ impl Settings {
             ("recall.time_weight", self.recall.time_weight),
             ("recall.neighbour_weight", self.recall.neighbour_weight),
             ("recall.working_weight", self.recall.working_weight),
+            ("recall.feedback_weight", self.recall.feedback_weight),
         ] {
             if !(0.0..=10.0).contains(&weight) {
                 return Err(bad(key, "must be between 0 and 10"));
@@ -661,6 +668,9 @@ impl Settings {
                 session_radius: self.recall.session_radius,
                 rerank: self.recall.rerank,
                 working_weight: self.recall.working_weight,
+                feedback_weight: self.recall.feedback_weight,
+                feedback_documents: self.recall.feedback_documents,
+                feedback_terms: self.recall.feedback_terms,
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,

@@ -34,7 +34,7 @@ pub struct LocomoArgs {
     #[arg(long)]
     pub keep: bool,
     /// Turn a recall component off, for ablations (repeatable): vector, keyword, time, neighbours, rerank.
-    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "rerank"])]
+    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "feedback", "rerank"])]
     pub without: Vec<String>,
 }
 
@@ -362,6 +362,7 @@ pub async fn evaluate(settings: &Settings, args: &LocomoArgs) -> anyhow::Result<
             "keyword" => settings.recall.keyword_weight = 0.0,
             "time" => settings.recall.time_weight = 0.0,
             "neighbours" => settings.recall.neighbour_weight = 0.0,
+            "feedback" => settings.recall.feedback_weight = 0.0,
             _ => settings.recall.rerank = false,
         }
     }

@@ -94,6 +94,12 @@ pub struct RecallSettings {
     pub rerank: bool,
     /// Weight of the request session's working memory (items sharing query terms).
     pub working_weight: f64,
+    /// Weight of the second BM25 pass expanded with feedback terms (0 turns it off).
+    pub feedback_weight: f64,
+    /// Top keyword hits the feedback terms are drawn from.
+    pub feedback_documents: usize,
+    /// Most feedback terms added to the query.
+    pub feedback_terms: usize,
 }
 
 impl Default for RecallSettings {
@@ -107,6 +113,9 @@ impl Default for RecallSettings {
             session_radius: 1,
             rerank: true,
             working_weight: 0.5,
+            feedback_weight: 0.5,
+            feedback_documents: 3,
+            feedback_terms: 5,
         }
     }
 }
@@ -1461,6 +1470,48 @@ impl Runtime {
                 hits: crate::policy::fusion::rank_window(&search_text, &window),
             },
         ];
+        // Pseudo-relevance feedback: search again with the words the best keyword hits share.
+        let mut feedback_ms = 0.0;
+        if settings.feedback_weight > 0.0 && settings.feedback_terms > 0 {
+            let keyword_list = lists.iter().find(|l| l.retriever == Retriever::Keyword);
+            let top: Vec<MemoryId> = keyword_list
+                .map(|l| l.hits.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .take(settings.feedback_documents)
+                .map(|(id, _)| id.clone())
+                .collect();
+            if top.len() >= 2 {
+                let (expanded, took) = timed(async {
+                    let documents = self.get_many(&top).await?;
+                    let texts: Vec<&str> = documents.iter().map(|m| m.content.as_str()).collect();
+                    let extra = crate::policy::fusion::feedback_terms(
+                        &search_text,
+                        &texts,
+                        settings.feedback_terms,
+                    );
+                    if extra.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let query = KeywordQuery {
+                        text: format!("{search_text} {}", extra.join(" ")),
+                        ..keyword_query.clone()
+                    };
+                    self.episodic(|reply| EpisodicMsg::KeywordSearch {
+                        query: query.clone(),
+                        reply,
+                    })
+                    .await
+                })
+                .await;
+                feedback_ms = took;
+                lists.push(RankedList {
+                    retriever: Retriever::Feedback,
+                    weight: settings.feedback_weight,
+                    hits: expanded?,
+                });
+            }
+        }
         lists.retain(|l| l.weight > 0.0);
         let mut fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
         let mut expand_ms = 0.0;
@@ -1495,7 +1546,12 @@ impl Runtime {
         let max_fused = lists
             .iter()
             .filter(|l| l.retriever != Retriever::Time || time_window.is_some())
-            .filter(|l| l.retriever != Retriever::Graph && l.retriever != Retriever::Working)
+            .filter(|l| {
+                !matches!(
+                    l.retriever,
+                    Retriever::Graph | Retriever::Working | Retriever::Feedback
+                )
+            })
             .map(|l| l.weight)
             .sum::<f64>()
             / (self.inner.config.rrf_k + 1.0);
@@ -1583,6 +1639,7 @@ impl Runtime {
                 ("keyword", keyword_ms),
                 ("time", time_ms),
                 ("working", working_ms),
+                ("feedback", feedback_ms),
                 ("fetch", fetch_ms),
             ],
         })

@@ -17,6 +17,8 @@ pub enum Retriever {
     Time,
     /// The request's session working memory.
     Working,
+    /// BM25 again, with the query expanded by terms of the best keyword hits (pseudo-relevance feedback).
+    Feedback,
 }
 
 impl Retriever {
@@ -28,8 +30,49 @@ impl Retriever {
             Retriever::Graph => "graph",
             Retriever::Time => "time",
             Retriever::Working => "working",
+            Retriever::Feedback => "feedback",
         }
     }
+}
+
+/// Pseudo-relevance feedback: the terms that best characterise the top keyword hits
+/// `documents` and are not already in `query`: shared by the most documents (at least
+/// two when there are several), then most frequent, at most `limit`.
+pub fn feedback_terms(query: &str, documents: &[&str], limit: usize) -> Vec<String> {
+    use std::collections::{BTreeMap, HashSet};
+    let asked: HashSet<String> = crate::text::search_terms(query).into_iter().collect();
+    let mut stats: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for document in documents {
+        let terms = crate::text::search_terms(document);
+        let unique: HashSet<&String> = terms.iter().collect();
+        for term in &terms {
+            stats.entry(term.clone()).or_default().1 += 1;
+        }
+        for term in unique {
+            stats.entry(term.clone()).or_default().0 += 1;
+        }
+    }
+    let min_documents = if documents.len() > 1 { 2 } else { 1 };
+    let mut ranked: Vec<(String, (usize, usize))> = stats
+        .into_iter()
+        .filter(|(term, (df, _))| {
+            *df >= min_documents
+                && !asked.contains(term)
+                && term.chars().count() > 2
+                && !term.chars().all(|c| c.is_ascii_digit())
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.1 .0
+            .cmp(&a.1 .0)
+            .then(b.1 .1.cmp(&a.1 .1))
+            .then(a.0.cmp(&b.0))
+    });
+    ranked
+        .into_iter()
+        .take(limit)
+        .map(|(term, _)| term)
+        .collect()
 }
 
 /// Rank a session's working-memory window against a query: items sharing at least
@@ -114,6 +157,22 @@ pub fn reciprocal_rank_fusion(lists: &[RankedList], k: f64) -> Vec<FusedHit> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn feedback_terms_are_shared_by_the_top_hits_and_new_to_the_query() {
+        let documents = [
+            "Caroline went to the LGBTQ support group meeting",
+            "the support group meeting was about transgender stories",
+            "Melanie painted a lake",
+        ];
+        let terms = feedback_terms("support group", &documents, 5);
+        // "meeting" is in two documents and not in the query; query terms and one-offs are not.
+        assert_eq!(terms, vec!["meeting".to_string()]);
+        assert_eq!(
+            feedback_terms("lake", &documents[2..], 2),
+            vec!["melanie", "painted"]
+        );
+    }
 
     #[test]
     fn the_window_ranks_by_shared_terms_then_recency() {
