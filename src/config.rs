@@ -45,6 +45,8 @@ pub struct Settings {
     pub dedup: DedupSettings,
     /// Contradiction detection.
     pub contradiction: ContradictionSettings,
+    /// Mining exchanges for memories (`extract_turn`).
+    pub extraction: ExtractionSettings,
     /// Sleep-cycle schedule.
     pub cognition: CognitionConfig,
     /// Archival schedule.
@@ -191,6 +193,14 @@ pub struct DedupSettings {
 pub struct ContradictionSettings {
     /// Lowest similarity of a vector candidate.
     pub min_similarity: f32,
+}
+
+/// `[extraction]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractionSettings {
+    /// Most memories one `extract_turn` call stores.
+    pub max_memories_per_turn: usize,
 }
 
 /// `[cognition]`.
@@ -422,6 +432,10 @@ impl Settings {
             ("limits.max_result_limit", self.limits.max_result_limit),
             ("limits.max_tags", self.limits.max_tags),
             ("limits.max_metadata_bytes", self.limits.max_metadata_bytes),
+            (
+                "extraction.max_memories_per_turn",
+                self.extraction.max_memories_per_turn,
+            ),
         ] {
             if value == 0 {
                 return Err(bad(key, "must be at least 1"));
@@ -675,6 +689,7 @@ impl Settings {
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
+            extraction_max_per_turn: self.extraction.max_memories_per_turn,
         }
     }
 }

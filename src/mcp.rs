@@ -47,8 +47,7 @@ struct ToolSpec {
     destructive: bool,
 }
 
-/// The tools, in the order `tools/list` shows them. `extract_turn` is not here yet: it
-/// has no REST implementation either.
+/// The tools, in the order `tools/list` shows them.
 const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "remember",
@@ -139,6 +138,17 @@ const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
     },
+    ToolSpec {
+        name: "extract_turn",
+        body: "ExtractTurnBody",
+        description: "Mine one exchange (the user's message and your reply) for memories worth keeping and store \
+            them: the user's preferences and facts about them, decisions taken, and step-by-step procedures you \
+            explained. Call it after each exchange instead of picking memories by hand; questions and chit-chat \
+            are skipped, duplicates are merged, changed preferences supersede old ones, and at most \
+            extraction.max_memories_per_turn memories are stored per call.",
+        read_only: false,
+        destructive: false,
+    },
 ];
 
 /// The MCP server: the contract's tools over one runtime. Cheap to clone; the streamable
@@ -177,6 +187,7 @@ impl MnemosMcp {
             "reflect" => answer(tools::reflect(runtime, parse(arguments)?).await),
             "memory_history" => answer(tools::memory_history(runtime, parse(arguments)?).await),
             "build_context" => answer(tools::build_context(runtime, parse(arguments)?).await),
+            "extract_turn" => answer(tools::extract_turn(runtime, parse(arguments)?).await),
             unknown => Err(MemoryError::invalid(
                 "name",
                 format!("no tool named {unknown:?}; tools/list names the tools this server has"),
@@ -307,7 +318,7 @@ impl ServerHandler for MnemosMcp {
             )
             .with_instructions(
                 "Long-term memory for this agent. Call recall (or build_context) before answering to fetch \
-                 what you know; call remember when you learn something worth keeping; forget when asked to. \
+                 what you know; call extract_turn after each exchange (or remember for one thing) to keep what you learn; forget when asked to. \
                  Every tool takes the agent_id whose memories it reads or writes.",
             )
     }
@@ -396,7 +407,7 @@ mod tests {
     #[test]
     fn every_tool_has_a_plain_object_schema_with_required_fields() {
         let tools = tool_definitions();
-        assert_eq!(tools.len(), 10);
+        assert_eq!(tools.len(), 11);
         for tool in &tools {
             let schema = Value::Object((*tool.input_schema).clone());
             assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);
@@ -414,6 +425,12 @@ mod tests {
             .map(|t| Value::Object((*t.input_schema).clone()));
         let required = recall.as_ref().map(|s| s["required"].clone());
         assert_eq!(required, Some(json!(["agent_id", "query"])));
+        let extract = tools
+            .iter()
+            .find(|t| t.name == "extract_turn")
+            .map(|t| Value::Object((*t.input_schema).clone()));
+        let required = extract.as_ref().map(|s| s["required"].clone());
+        assert_eq!(required, Some(json!(["agent_id", "user", "assistant"])));
     }
 
     #[test]

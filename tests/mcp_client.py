@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - older SDK
 TOOLS = {
     "remember", "remember_batch", "recall", "associate", "spreading_activation",
     "forget", "consolidate", "reflect", "memory_history", "build_context",
+    "extract_turn",
 }
 AGENT = "mcp-client"
 
@@ -132,15 +133,26 @@ async def exercise(session):
     context = await call(session, "build_context", {"agent_id": AGENT, "query": "Alice", "context_budget": 200})
     check("Alice" in context["context"] and context["metadata"]["injected_count"] >= 1, f"build_context: {context}")
 
+    turn = {"agent_id": AGENT, "user": "I prefer dark mode in every editor. How do I restart the worker?",
+            "assistant": "1. Stop the worker.\n2. Run make restart."}
+    extracted = await call(session, "extract_turn", turn)
+    kinds = sorted(m["type"] for m in extracted["stored"])
+    check(kinds == ["procedural", "semantic"], f"extract_turn: {extracted}")
+    again = await call(session, "extract_turn", turn)
+    check(sorted(m["id"] for m in again["stored"]) == sorted(m["id"] for m in extracted["stored"]),
+          f"extract_turn again: {again}")
+
     forgotten = await call(session, "forget", {"agent_id": AGENT, "id": second_id})
     check(forgotten["forgotten"] == [second_id], f"forget: {forgotten}")
 
     summary["calls"] = ["remember", "remember", "remember_batch", "recall", "associate", "spreading_activation",
-                        "memory_history", "reflect", "consolidate", "build_context", "forget"]
+                        "memory_history", "reflect", "consolidate", "build_context", "extract_turn",
+                        "extract_turn", "forget"]
     summary["errors"] = [
         await expect_invalid(session, "recall", {"agent_id": AGENT}, "query"),
         await expect_invalid(session, "remember", {"agent_id": AGENT, "content": 42}, "content"),
         await expect_invalid(session, "reflect", {"agent_id": AGENT, "surprise": True}, "surprise"),
+        await expect_invalid(session, "extract_turn", {"agent_id": AGENT, "assistant": "ok"}, "user"),
     ]
     return summary
 

@@ -187,6 +187,8 @@ pub struct RuntimeConfig {
     pub contradiction_min_similarity: f32,
     /// Hard timeout of an arbiter call.
     pub arbiter_timeout: Duration,
+    /// Most memories one `extract_turn` call stores (its write budget).
+    pub extraction_max_per_turn: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -221,6 +223,7 @@ impl Default for RuntimeConfig {
             dedup_threshold: 0.92,
             contradiction_min_similarity: 0.6,
             arbiter_timeout: Duration::from_secs(2),
+            extraction_max_per_turn: 8,
         }
     }
 }
@@ -892,6 +895,69 @@ impl Runtime {
         outcomes
             .pop()
             .ok_or_else(|| MemoryError::internal("remember produced no outcome"))
+    }
+
+    /// Mine one user/assistant exchange for memories worth keeping
+    /// ([`crate::policy::extraction`]) and store them through the `remember_batch`
+    /// pipeline (routing, exact and near deduplication, contradiction supersede), at most
+    /// `budget` of them.
+    ///
+    /// Returns the memories the turn landed on, each once and in the order extracted:
+    /// newly created ones and existing ones a candidate duplicated (which are reinforced),
+    /// so re-sending a turn creates nothing and returns the same memories. An exchange
+    /// with nothing worth keeping returns an empty list.
+    pub async fn extract_turn(
+        &self,
+        agent: &AgentId,
+        user: &str,
+        assistant: &str,
+        session_id: Option<SessionId>,
+        budget: usize,
+    ) -> MemoryResult<Vec<RememberOutcome>> {
+        let limits = &self.inner.config.limits;
+        for (field, text) in [("user", user), ("assistant", assistant)] {
+            if text.len() > limits.max_content_bytes {
+                return Err(MemoryError::too_large(
+                    field,
+                    format!(
+                        "{field} is {} bytes; the limit is {} (limits.max_content_bytes)",
+                        text.len(),
+                        limits.max_content_bytes
+                    ),
+                ));
+            }
+        }
+        if user.trim().is_empty() && assistant.trim().is_empty() {
+            return Err(MemoryError::invalid(
+                "user",
+                "give the user's message, the assistant's reply, or both",
+            ));
+        }
+        let candidates = crate::policy::extraction::extract(user, assistant, budget);
+        let inputs: Vec<RememberInput> = candidates
+            .into_iter()
+            // A procedure stitched from a long reply may outgrow the content limit: skip it.
+            .filter(|c| c.content.len() <= limits.max_content_bytes)
+            .map(|c| {
+                tracing::debug!(kind = ?c.kind, reason = %c.reason, "extracted a memory");
+                RememberInput {
+                    content: c.content,
+                    memory_type: Some(c.memory_type),
+                    tags: c.tags,
+                    session_id: session_id.clone(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let outcomes = self.remember_many(agent, inputs, "").await?;
+        let mut seen = std::collections::HashSet::new();
+        Ok(outcomes
+            .into_iter()
+            .filter(|o| seen.insert(o.memory.id.clone()))
+            .collect())
     }
 
     /// Remember several memories in one transaction, in order.

@@ -48,6 +48,17 @@ pub async fn remember_batch(
     Ok((StatusCode::CREATED, Json(response)))
 }
 
+/// Mine one user/assistant exchange for memories worth keeping.
+#[utoipa::path(post, path = "/tools/extract_turn", request_body = ExtractTurnBody,
+    responses((status = 200, body = ExtractTurnResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+pub async fn extract_turn(
+    State(state): Shared,
+    ApiJson(body): ApiJson<ExtractTurnBody>,
+) -> ApiResult<Json<ExtractTurnResponse>> {
+    Ok(Json(tools::extract_turn(&state.runtime, body).await?))
+}
+
 /// Recall the memories that matter for a query.
 #[utoipa::path(post, path = "/tools/recall", request_body = RecallBody,
     responses((status = 200, body = RecallResponse), (status = 400, body = ErrorBody)))]

@@ -217,6 +217,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         handlers::reflect,
         handlers::memory_history,
         handlers::build_context,
+        handlers::extract_turn,
         handlers::list_memories,
         handlers::get_memory,
         handlers::patch_memory,
@@ -252,6 +253,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/tools/reflect", post(handlers::reflect))
         .route("/tools/memory_history", post(handlers::memory_history))
         .route("/tools/build_context", post(handlers::build_context))
+        .route("/tools/extract_turn", post(handlers::extract_turn))
         .route("/v1/memories", get(handlers::list_memories))
         .route(
             "/v1/memories/{id}",

@@ -35,6 +35,27 @@ pub async fn remember_batch(
     })
 }
 
+/// Mine one user/assistant exchange for memories worth keeping and store them (within
+/// `extraction.max_memories_per_turn`).
+pub async fn extract_turn(
+    runtime: &Runtime,
+    body: ExtractTurnBody,
+) -> MemoryResult<ExtractTurnResponse> {
+    let agent = agent(&body.agent_id)?;
+    let session_id = body
+        .session_id
+        .as_deref()
+        .map(SessionId::parse)
+        .transpose()?;
+    let budget = runtime.config().extraction_max_per_turn;
+    let outcomes = runtime
+        .extract_turn(&agent, &body.user, &body.assistant, session_id, budget)
+        .await?;
+    Ok(ExtractTurnResponse {
+        stored: outcomes.into_iter().map(|o| o.memory.into()).collect(),
+    })
+}
+
 /// Recall the memories that matter for a query.
 pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallResponse> {
     let agent = agent(&body.agent_id)?;

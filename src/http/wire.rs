@@ -551,6 +551,28 @@ pub struct AgentBody {
     pub agent_id: String,
 }
 
+/// `POST /tools/extract_turn`: one user/assistant exchange to mine for memories.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractTurnBody {
+    /// Owner (required).
+    pub agent_id: String,
+    /// The user's message (required; may be empty if the reply is not).
+    pub user: String,
+    /// The assistant's reply (required; may be empty if the message is not).
+    pub assistant: String,
+    /// Session the exchange belongs to.
+    pub session_id: Option<String>,
+}
+
+/// Answer of `extract_turn`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExtractTurnResponse {
+    /// The memories the turn landed on, each once: newly stored ones and existing ones it
+    /// duplicated (reinforced). Empty when nothing was worth keeping.
+    pub stored: Vec<MemoryView>,
+}
+
 /// `POST /tools/memory_history`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -3,6 +3,7 @@
 
 mod cognition;
 mod errors;
+mod extraction;
 mod helpers;
 mod lifecycle;
 mod mcp;

@@ -6,6 +6,7 @@ pub mod clustering;
 pub mod consistency;
 pub mod consolidation;
 pub mod context;
+pub mod extraction;
 pub mod fusion;
 pub mod retention;
 pub mod routing;
