@@ -175,6 +175,40 @@ fn consolidated(memory: &Memory, now: DateTime<Utc>) -> Memory {
     next
 }
 
+/// A new active memory written by the sleep cycle itself (an abstraction or a session
+/// summary): level 1, so it is never a sleep-cycle candidate, and not shared.
+fn product_of_consolidation(
+    agent: &AgentId,
+    memory_type: MemoryType,
+    content: String,
+    occurred_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Memory {
+    Memory {
+        id: MemoryId::generate(),
+        agent_id: agent.clone(),
+        memory_type,
+        content,
+        title: None,
+        importance: 0.5,
+        tags: Vec::new(),
+        session_id: None,
+        occurred_at,
+        created_at: now,
+        updated_at: now,
+        last_accessed_at: now,
+        access_count: 0,
+        consolidation_level: 1.0,
+        valence: None,
+        arousal: None,
+        status: MemoryStatus::Active,
+        shared: false,
+        metadata: serde_json::json!({}),
+        source: None,
+        version: 1,
+    }
+}
+
 /// Edges in the SQL store are written by the cluster's transaction; any other graph
 /// backend receives them as a projection.
 fn graph_is_separate(args: &ConsolidatorArgs) -> bool {
@@ -229,6 +263,7 @@ pub async fn consolidate_agent(
         .collect();
     let clusters = cluster(&items, &edge_pairs, &args.clustering);
 
+    // Sources of clusters that committed (a skipped cluster's members get rule decisions).
     let mut clustered: HashSet<MemoryId> = HashSet::new();
     let mut outcomes: Vec<ClusterOutcome> = Vec::new();
     let (mut consolidated_count, mut new_semantic, mut new_procedural, mut tokens) =
@@ -268,30 +303,20 @@ pub async fn consolidate_agent(
         let now = args.clock.now();
         let source_ids: Vec<String> = sources.iter().map(|m| m.id.to_string()).collect();
         let derived = Memory {
-            id: MemoryId::generate(),
-            agent_id: agent.clone(),
-            memory_type,
-            content: abstraction.content.clone(),
             title: Some(abstraction.title.clone()),
             importance: abstraction.importance.clamp(0.0, 1.0),
             tags: abstraction.tags.clone(),
-            session_id: None,
-            occurred_at: sources.iter().map(|m| m.occurred_at).max().unwrap_or(now),
-            created_at: now,
-            updated_at: now,
-            last_accessed_at: now,
-            access_count: 0,
-            consolidation_level: 1.0,
-            valence: None,
-            arousal: None,
-            status: MemoryStatus::Active,
-            shared: false,
             metadata: serde_json::json!({
                 "derived_from": source_ids,
                 "inner_thought": thought.provider,
             }),
-            source: None,
-            version: 1,
+            ..product_of_consolidation(
+                agent,
+                memory_type,
+                abstraction.content.clone(),
+                sources.iter().map(|m| m.occurred_at).max().unwrap_or(now),
+                now,
+            )
         };
         let embedding = args.embedder.embed(&derived.content)?;
         let edges: Vec<Association> = sources
@@ -353,18 +378,13 @@ pub async fn consolidate_agent(
         outcomes.push(outcome);
     }
 
-    let in_cluster: HashSet<&MemoryId> = clusters
-        .iter()
-        .flatten()
-        .map(|&i| &clusterable[i].id)
-        .collect();
     let mut decisions: BTreeMap<&'static str, u32> = BTreeMap::new();
     let (mut forgotten_ids, mut promoted_ids) = (Vec::new(), Vec::new());
     for memory in &candidates {
         let now = args.clock.now();
         let decision = decide(
             memory,
-            in_cluster.contains(&memory.id),
+            clustered.contains(&memory.id),
             &args.retention,
             &args.forget,
             &args.promote,
@@ -524,32 +544,22 @@ pub async fn archive_idle_sessions(
         }
         let now = args.clock.now();
         let summary = Memory {
-            id: MemoryId::generate(),
-            agent_id: idle.agent_id.clone(),
-            memory_type: MemoryType::Episodic,
-            content: thought.value,
             title: Some(format!("Summary of session {}", idle.session_id.as_str())),
             importance: memories.iter().map(|m| m.importance).fold(0.5f32, f32::max),
             tags: vec![ARCHIVE_SUMMARY_TAG.to_string()],
             session_id: Some(idle.session_id.clone()),
-            occurred_at: idle.last_at,
-            created_at: now,
-            updated_at: now,
-            last_accessed_at: now,
-            access_count: 0,
-            // Already a product of consolidation: not a sleep-cycle candidate itself.
-            consolidation_level: 1.0,
-            valence: None,
-            arousal: None,
-            status: MemoryStatus::Active,
-            shared: false,
             metadata: serde_json::json!({
                 "session_span": { "from": idle.first_at, "to": idle.last_at },
                 "memories": memories.len(),
                 "inner_thought": thought.provider,
             }),
-            source: None,
-            version: 1,
+            ..product_of_consolidation(
+                &idle.agent_id,
+                MemoryType::Episodic,
+                thought.value,
+                idle.last_at,
+                now,
+            )
         };
         let embedding = args.embedder.embed(&summary.content)?;
         let written = args
