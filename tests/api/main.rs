@@ -7,5 +7,7 @@ mod extraction;
 mod helpers;
 mod lifecycle;
 mod mcp;
+mod proxy;
 mod resources;
+mod sessions;
 mod tools;
