@@ -304,7 +304,7 @@ impl InnerThought for OpenAiThought {
                         "type": "object",
                         "properties": {
                             "kind": { "type": "string", "enum": ["preference", "fact", "decision", "procedure"] },
-                            "content": { "type": "string", "minLength": 1, "maxLength": 400 },
+                            "content": { "type": "string", "minLength": 1, "maxLength": 240 },
                             "speaker": { "type": "string", "enum": ["user", "assistant"] }
                         },
                         "required": ["kind", "content", "speaker"],
@@ -501,5 +501,51 @@ impl Arbiter for OpenAiThought {
         .await
         .ok()
         .map(|(answer, _)| answer.contradicts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(items: &[(&str, &str, &str)]) -> ExtractionAnswer {
+        ExtractionAnswer {
+            memories: items
+                .iter()
+                .map(|(kind, content, speaker)| ExtractedAnswer {
+                    kind: kind.to_string(),
+                    content: content.to_string(),
+                    speaker: speaker.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn extracted_memories_get_their_kind_type_and_tag_within_budget() {
+        let candidates = OpenAiThought::candidates(
+            answer(&[
+                ("preference", "The user prefers PostgreSQL.", "user"),
+                ("procedure", "To deploy, run make deploy.", "assistant"),
+                ("preference", "the user prefers postgresql", "user"),
+                ("fact", "The user lives in Lyon.", "user"),
+            ]),
+            3,
+        )
+        .unwrap();
+        // The repeat (same normalised text) is dropped; the budget cuts the rest.
+        assert_eq!(candidates.len(), 2);
+        assert_eq!(candidates[0].memory_type, MemoryType::Semantic);
+        assert_eq!(candidates[0].tags, ["preference"]);
+        assert_eq!(candidates[1].memory_type, MemoryType::Procedural);
+        assert_eq!(candidates[1].speaker, Speaker::Assistant);
+        assert_eq!(candidates[1].reason, "llm");
+    }
+
+    #[test]
+    fn an_unknown_kind_or_empty_text_makes_the_answer_malformed() {
+        assert!(OpenAiThought::candidates(answer(&[("gossip", "x", "user")]), 8).is_err());
+        assert!(OpenAiThought::candidates(answer(&[("fact", "x", "narrator")]), 8).is_err());
+        assert!(OpenAiThought::candidates(answer(&[("fact", "  ", "user")]), 8).is_err());
     }
 }

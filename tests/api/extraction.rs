@@ -220,7 +220,11 @@ async fn with_an_llm_configured_extraction_asks_it_for_structured_memories() {
     settings.inner_thought.base_url = url;
     settings.inner_thought.model = "smollm2".into();
     settings.inner_thought.timeout_ms = 120_000;
-    settings.inner_thought.max_tokens = 200;
+    // Two memories of at most 240 characters fit the 400 tokens the model may write,
+    // so its answer cannot be cut off mid-JSON.
+    settings.inner_thought.max_tokens = 400;
+    settings.inner_thought.temperature = 0.0;
+    settings.extraction.max_memories_per_turn = 2;
     let app = spawn_with(settings, Some(temp)).await;
     let stored = extract(
         &app,
@@ -245,6 +249,7 @@ async fn with_an_llm_configured_extraction_asks_it_for_structured_memories() {
         calls >= 1.0,
         "no successful extract_turn call to the LLM:\n{metrics}"
     );
+    assert!(stored.len() <= 2, "the write budget holds for the LLM too");
     for memory in &stored {
         let tags = tags(memory);
         assert!(
