@@ -441,6 +441,8 @@ pub struct RuntimeHealth {
     pub graph_backend: &'static str,
     /// Working-memory backend name.
     pub working_backend: &'static str,
+    /// Why working memory is serving from its fallback, if it is.
+    pub working_degraded: Option<String>,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
 }
@@ -470,6 +472,8 @@ struct RuntimeInner {
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
     /// Summarises sessions on compaction.
     thought: Arc<dyn crate::thought::InnerThought>,
+    /// The working-memory store, asked for its degraded state by health.
+    working: Arc<dyn WorkingStore>,
     /// Sessions with a background compaction running (one at a time per session).
     compacting: std::sync::Mutex<std::collections::HashSet<(AgentId, SessionId)>>,
 }
@@ -537,6 +541,7 @@ impl Runtime {
                 arbiter: parts.arbiter.clone(),
                 inner_thought: parts.thought.provider_name(),
                 thought: parts.thought.clone(),
+                working: parts.working.clone(),
                 compacting: Default::default(),
                 backends: (
                     parts.memories.backend_name(),
@@ -595,6 +600,7 @@ impl Runtime {
             store_backend: self.inner.backends.0,
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
+            working_degraded: self.inner.working.degraded(),
             inner_thought: self.inner.inner_thought,
         }
     }

@@ -8,6 +8,7 @@ mod helpers;
 mod lifecycle;
 mod mcp;
 mod proxy;
+mod redis_working;
 mod resources;
 mod sessions;
 mod tools;
