@@ -33,6 +33,10 @@ pub struct Settings {
     pub vectors: VectorSettings,
     /// Working memory.
     pub working: WorkingSettings,
+    /// Association-graph projection.
+    pub graph: GraphSettings,
+    /// The outbox projector.
+    pub projector: ProjectorSettings,
     /// Input limits.
     pub limits: LimitSettings,
     /// Memory defaults.
@@ -125,6 +129,34 @@ pub struct WorkingSettings {
     pub window: usize,
     /// Session expiry after the last write.
     pub ttl_seconds: u64,
+}
+
+/// `[graph]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphSettings {
+    /// `sql` (the SQL graph only) or `falkordb` (plus a FalkorDB projection).
+    pub backend: String,
+    /// Server URL for `falkordb` (`redis://127.0.0.1:6380`).
+    pub url: String,
+    /// Graph name inside FalkorDB.
+    pub name: String,
+    /// Budget of one call to the graph server in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// `[projector]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectorSettings {
+    /// Milliseconds between projector ticks.
+    pub interval_ms: u64,
+    /// Outbox entries per batch.
+    pub batch: usize,
+    /// First retry delay of a failing projection, in milliseconds (doubles per failure).
+    pub retry_initial_ms: u64,
+    /// Longest retry delay, in milliseconds.
+    pub retry_max_ms: u64,
 }
 
 /// `[limits]`.
@@ -463,6 +495,47 @@ impl Settings {
         if self.vectors.hnsw_threshold < 100 {
             return Err(bad("vectors.hnsw_threshold", "must be at least 100"));
         }
+        match self.graph.backend.as_str() {
+            "sql" => {}
+            "falkordb" => {
+                if !(self.graph.url.starts_with("redis://")
+                    || self.graph.url.starts_with("rediss://"))
+                {
+                    return Err(bad(
+                        "graph.url",
+                        format!(
+                            "graph.backend = \"falkordb\" needs a redis:// URL of the FalkorDB server (got {:?})",
+                            self.graph.url
+                        ),
+                    ));
+                }
+                if self.graph.name.is_empty() || self.graph.timeout_ms == 0 {
+                    return Err(bad(
+                        "graph.name",
+                        "graph.name must be set and graph.timeout_ms at least 1",
+                    ));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "graph.backend",
+                    format!("unknown backend {other:?}; use \"sql\" or \"falkordb\""),
+                ))
+            }
+        }
+        for (key, value) in [
+            ("projector.interval_ms", self.projector.interval_ms),
+            ("projector.batch", self.projector.batch as u64),
+            (
+                "projector.retry_initial_ms",
+                self.projector.retry_initial_ms,
+            ),
+            ("projector.retry_max_ms", self.projector.retry_max_ms),
+        ] {
+            if value == 0 {
+                return Err(bad(key, "must be at least 1"));
+            }
+        }
         match self.working.backend.as_str() {
             "memory" => {}
             "redis" => {
@@ -790,6 +863,12 @@ impl Settings {
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
             extraction_max_per_turn: self.extraction.max_memories_per_turn,
+            projector_interval: Duration::from_millis(self.projector.interval_ms),
+            projector_batch: self.projector.batch,
+            projector_retry: (
+                Duration::from_millis(self.projector.retry_initial_ms),
+                Duration::from_millis(self.projector.retry_max_ms),
+            ),
             sessions: mnemos_actors::policy::session::SessionSettings {
                 window: self.sessions.window,
                 ttl: chrono::Duration::seconds(

@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::actors::consolidator::{ConsolidatorArgs, ConsolidatorMsg, LeaseSettings, ScheduledJob};
 use crate::actors::episodic::{EpisodicArgs, EpisodicMsg};
 use crate::actors::graph::{GraphArgs, GraphMsg};
+use crate::actors::projector::{ProjectionStatus, ProjectorArgs, ProjectorMsg};
 use crate::actors::vectors::{IndexStatus, VectorsArgs, VectorsMsg};
 use crate::actors::working::{WorkingArgs, WorkingMsg};
 use crate::clock::Clock;
@@ -197,6 +198,12 @@ pub struct RuntimeConfig {
     pub extraction_max_per_turn: usize,
     /// Session windows, TTL and compaction.
     pub sessions: SessionSettings,
+    /// Time between projector ticks (outbox → projections).
+    pub projector_interval: Duration,
+    /// Outbox entries per projection batch.
+    pub projector_batch: usize,
+    /// First and longest retry delay of a failing projection.
+    pub projector_retry: (Duration, Duration),
 }
 
 impl Default for RuntimeConfig {
@@ -233,6 +240,9 @@ impl Default for RuntimeConfig {
             arbiter_timeout: Duration::from_secs(2),
             extraction_max_per_turn: 8,
             sessions: SessionSettings::default(),
+            projector_interval: Duration::from_millis(200),
+            projector_batch: 256,
+            projector_retry: (Duration::from_millis(500), Duration::from_secs(30)),
         }
     }
 }
@@ -256,6 +266,8 @@ pub struct RuntimeParts {
     pub arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
     /// Abstracts clusters and summarises sessions in the sleep cycle.
     pub thought: Arc<dyn crate::thought::InnerThought>,
+    /// External projections kept in sync from the outbox (empty: none).
+    pub projections: Vec<Arc<dyn crate::store::Projection>>,
 }
 
 impl RuntimeParts {
@@ -271,6 +283,7 @@ impl RuntimeParts {
             clock: Arc::new(crate::clock::SystemClock),
             arbiter: None,
             thought: Arc::new(crate::thought::RuleThought),
+            projections: Vec::new(),
         }
     }
 }
@@ -443,6 +456,8 @@ pub struct RuntimeHealth {
     pub working_backend: &'static str,
     /// Why working memory is serving from its fallback, if it is.
     pub working_degraded: Option<String>,
+    /// External projections and their lag (empty when none is configured or the projector is down).
+    pub projections: Vec<ProjectionStatus>,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
 }
@@ -520,6 +535,16 @@ impl Runtime {
                     holder: config.sleep.holder.clone(),
                     ttl: config.sleep.lease_ttl,
                 },
+            },
+            projector: ProjectorArgs {
+                store: parts.memories.clone(),
+                graph: parts.graph.clone(),
+                projections: parts.projections.clone(),
+                clock: parts.clock.clone(),
+                interval: config.projector_interval,
+                batch: config.projector_batch,
+                retry_initial: config.projector_retry.0,
+                retry_max: config.projector_retry.1,
             },
             cognition: config.cognition.clone(),
             restart: config.restart,
@@ -601,8 +626,37 @@ impl Runtime {
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
             working_degraded: self.inner.working.degraded(),
+            projections: self.projection_status().await.unwrap_or_default(),
             inner_thought: self.inner.inner_thought,
         }
+    }
+
+    /// Per-projection state and lag.
+    pub async fn projection_status(&self) -> MemoryResult<Vec<ProjectionStatus>> {
+        self.ask(
+            ChildKind::Projector,
+            |c| c.projector.clone(),
+            |reply| ProjectorMsg::Status { reply },
+        )
+        .await
+    }
+
+    /// Rebuild one projection (or every one) from SQL now (`mnemos reindex`); answers
+    /// (projection, outbox sequence number it now holds) for each.
+    pub async fn rebuild_projections(
+        &self,
+        name: Option<String>,
+    ) -> MemoryResult<Vec<(String, u64)>> {
+        self.ask_within(
+            ChildKind::Projector,
+            Some(Duration::from_secs(3600)),
+            |c| c.projector.clone(),
+            |reply| ProjectorMsg::Rebuild {
+                name: name.clone(),
+                reply,
+            },
+        )
+        .await
     }
 
     /// Make a child fail (test hook for supervision; the service exposes it only when configured).

@@ -22,6 +22,7 @@ use crate::actors::consolidator::{
 };
 use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicMsg, EpisodicRef};
 use crate::actors::graph::{GraphActor, GraphArgs, GraphMsg, GraphRef};
+use crate::actors::projector::{ProjectorActor, ProjectorArgs, ProjectorMsg, ProjectorRef};
 use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsMsg, VectorsRef};
 use crate::actors::working::{WorkingActor, WorkingArgs, WorkingMsg, WorkingRef};
 use crate::policy::schedule::Schedule;
@@ -43,18 +44,21 @@ pub enum ChildKind {
     Graph,
     /// Consolidation and archival.
     Consolidator,
+    /// Outbox → external projections.
+    Projector,
     /// Cron-driven background cognition.
     Cognition,
 }
 
 impl ChildKind {
     /// Every child, in start order (cognition last: it needs the consolidator).
-    pub const ALL: [ChildKind; 6] = [
+    pub const ALL: [ChildKind; 7] = [
         ChildKind::Working,
         ChildKind::Episodic,
         ChildKind::Vectors,
         ChildKind::Graph,
         ChildKind::Consolidator,
+        ChildKind::Projector,
         ChildKind::Cognition,
     ];
     /// The child's name in health reports and errors.
@@ -65,6 +69,7 @@ impl ChildKind {
             ChildKind::Vectors => "vectors",
             ChildKind::Graph => "graph",
             ChildKind::Consolidator => "consolidator",
+            ChildKind::Projector => "projector",
             ChildKind::Cognition => "cognition",
         }
     }
@@ -112,6 +117,8 @@ pub struct Children {
     pub graph: Option<GraphRef>,
     /// Consolidator.
     pub consolidator: Option<ConsolidatorRef>,
+    /// Projector.
+    pub projector: Option<ProjectorRef>,
     /// Background cognition.
     pub cognition: Option<CognitionRef>,
 }
@@ -159,6 +166,7 @@ impl Directory {
             ChildKind::Vectors => children.vectors = cell.map(ActorRef::from),
             ChildKind::Graph => children.graph = cell.map(ActorRef::from),
             ChildKind::Consolidator => children.consolidator = cell.map(ActorRef::from),
+            ChildKind::Projector => children.projector = cell.map(ActorRef::from),
             ChildKind::Cognition => children.cognition = cell.map(ActorRef::from),
         }
     }
@@ -211,6 +219,8 @@ pub struct SupervisorArgs {
     pub graph: GraphArgs,
     /// Consolidator child arguments.
     pub consolidator: ConsolidatorArgs,
+    /// Projector child arguments.
+    pub projector: ProjectorArgs,
     /// Cognition child arguments, minus the consolidator lookup the supervisor fills in.
     pub cognition: CognitionSettings,
     /// Backoff and budget.
@@ -292,6 +302,12 @@ async fn spawn_child(
         .await?
         .0
         .get_cell(),
+        ChildKind::Projector => {
+            Actor::spawn_linked(None, ProjectorActor, args.projector.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
         ChildKind::Cognition => {
             let directory = args.directory.clone();
             let cognition = CognitionArgs {
@@ -422,6 +438,9 @@ impl Actor for Supervisor {
                     ChildKind::Consolidator => children
                         .consolidator
                         .map(|r| r.cast(ConsolidatorMsg::InjectFault).is_ok()),
+                    ChildKind::Projector => children
+                        .projector
+                        .map(|r| r.cast(ProjectorMsg::InjectFault).is_ok()),
                     ChildKind::Cognition => children
                         .cognition
                         .map(|r| r.cast(CognitionMsg::InjectFault).is_ok()),
@@ -444,6 +463,7 @@ impl Actor for Supervisor {
                             ChildKind::Vectors => children.vectors.map(|r| r.get_cell()),
                             ChildKind::Graph => children.graph.map(|r| r.get_cell()),
                             ChildKind::Consolidator => children.consolidator.map(|r| r.get_cell()),
+                            ChildKind::Projector => children.projector.map(|r| r.get_cell()),
                             ChildKind::Cognition => children.cognition.map(|r| r.get_cell()),
                         }
                     };

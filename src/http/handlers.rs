@@ -334,7 +334,8 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
         .iter()
         .any(|c| c.state != ChildState::Running)
         || health.index.is_none()
-        || health.working_degraded.is_some();
+        || health.working_degraded.is_some()
+        || health.projections.iter().any(|p| p.state != "up");
     let state_of = |kind: ChildKind| {
         health
             .children
@@ -357,6 +358,7 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
             "indexed": health.index.as_ref().map(|i| i.vectors),
         },
         "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
+        "projections": health.projections,
         "working": {
             "backend": health.working_backend,
             "state": if health.working_degraded.is_some() { "degraded" } else { state_of(ChildKind::Working) },
@@ -397,6 +399,14 @@ pub async fn metrics(State(state): Shared) -> impl IntoResponse {
     for child in &health.children {
         metrics::gauge!("mnemos_actor_restarts", "actor" => child.child.as_str())
             .set(f64::from(child.restarts));
+    }
+    for projection in &health.projections {
+        metrics::gauge!("mnemos_projection_lag_entries", "projection" => projection.name.clone())
+            .set(projection.lag_entries as f64);
+        metrics::gauge!("mnemos_projection_lag_seconds", "projection" => projection.name.clone())
+            .set(projection.lag_seconds);
+        metrics::gauge!("mnemos_projection_failures", "projection" => projection.name.clone())
+            .set(f64::from(projection.failures));
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

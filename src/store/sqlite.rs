@@ -18,7 +18,8 @@ use mnemos_actors::model::{
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
-    MemoryStore, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
+    MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
+    StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::search_terms;
 use sqlx::sqlite::{
@@ -1001,6 +1002,46 @@ impl MemoryStore for SqliteStore {
         Ok(true)
     }
 
+    fn keeps_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        let rows = sqlx::query(
+            "SELECT seq, entity, op, agent_id, memory_id, from_id, to_id, relation, payload, created_at \
+             FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(after as i64)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(outbox_entry_from_row).collect()
+    }
+
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        let row = sqlx::query(
+            "SELECT (SELECT MIN(seq) FROM outbox) AS oldest, \
+             COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0) AS head",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(OutboxBounds {
+            oldest: row.get::<Option<i64>, _>("oldest").map(|s| s as u64),
+            head: row.get::<i64, _>("head") as u64,
+        })
+    }
+
+    async fn trim_outbox(&self, through: u64) -> MemoryResult<usize> {
+        let deleted = sqlx::query("DELETE FROM outbox WHERE seq <= ?")
+            .bind(through as i64)
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(deleted.rows_affected() as usize)
+    }
+
     async fn append_session_message(
         &self,
         agent: &AgentId,
@@ -1311,6 +1352,60 @@ impl GraphStore for SqliteStore {
             .map_err(backend_error)?;
         Ok(())
     }
+
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        let rows = sqlx::query(
+            "SELECT agent_id, from_id, to_id, relation, weight, created_at FROM associations \
+             WHERE agent_id = ? ORDER BY from_id, to_id, relation",
+        )
+        .bind(agent.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(association_from_row).collect()
+    }
+}
+
+fn outbox_entry_from_row(row: &SqliteRow) -> MemoryResult<OutboxEntry> {
+    let entity: String = row.get("entity");
+    let op: String = row.get("op");
+    let agent_id = AgentId::parse(row.get("agent_id"))?;
+    let payload: serde_json::Value =
+        serde_json::from_str(row.get("payload")).unwrap_or(serde_json::Value::Null);
+    let id = |column: &str| MemoryId(row.get::<Option<String>, _>(column).unwrap_or_default());
+    let text = |key: &str| payload[key].as_str().unwrap_or_default().to_string();
+    let change = match (entity.as_str(), op.as_str()) {
+        ("memory", "upsert") => ProjectedChange::UpsertMemory {
+            id: id("memory_id"),
+            agent_id,
+            memory_type: text("type"),
+            status: text("status"),
+            shared: payload["shared"].as_i64().unwrap_or(0) != 0,
+            session_id: payload["session_id"].as_str().map(String::from),
+        },
+        ("memory", _) => ProjectedChange::DeleteMemory {
+            id: id("memory_id"),
+            agent_id,
+        },
+        ("edge", "upsert") => ProjectedChange::UpsertEdge {
+            agent_id,
+            from_id: id("from_id"),
+            to_id: id("to_id"),
+            relation: row.get::<Option<String>, _>("relation").unwrap_or_default(),
+            weight: payload["weight"].as_f64().unwrap_or(0.0) as f32,
+        },
+        _ => ProjectedChange::DeleteEdge {
+            agent_id,
+            from_id: id("from_id"),
+            to_id: id("to_id"),
+            relation: row.get::<Option<String>, _>("relation").unwrap_or_default(),
+        },
+    };
+    Ok(OutboxEntry {
+        seq: row.get::<i64, _>("seq") as u64,
+        change,
+        created_at: parse_time(row.get("created_at"))?,
+    })
 }
 
 fn association_from_row(row: &SqliteRow) -> MemoryResult<Association> {

@@ -4,6 +4,7 @@
 mod cognition;
 mod errors;
 mod extraction;
+mod falkordb;
 mod helpers;
 mod lifecycle;
 mod mcp;

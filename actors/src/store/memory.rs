@@ -1019,6 +1019,17 @@ impl GraphStore for InMemoryGraphStore {
             .retain(|e| e.from_id != *id && e.to_id != *id);
         Ok(())
     }
+
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        Ok(self
+            .edges
+            .read()
+            .map_err(lock_error)?
+            .iter()
+            .filter(|e| e.agent_id == *agent)
+            .cloned()
+            .collect())
+    }
 }
 
 /// A session's window and the time it was last written.
