@@ -66,6 +66,7 @@ impl Services {
                 settings.working.window,
                 settings.working.ttl_seconds,
             )),
+            namespaces: store.clone(),
             embedder,
             clock: Arc::new(SystemClock),
             arbiter,

@@ -47,6 +47,8 @@ pub struct Settings {
     pub contradiction: ContradictionSettings,
     /// Mining exchanges for memories (`extract_turn`).
     pub extraction: ExtractionSettings,
+    /// KV namespaces.
+    pub namespaces: NamespacesConfig,
     /// Sleep-cycle schedule.
     pub cognition: CognitionConfig,
     /// Archival schedule.
@@ -201,6 +203,20 @@ pub struct ContradictionSettings {
 pub struct ExtractionSettings {
     /// Most memories one `extract_turn` call stores.
     pub max_memories_per_turn: usize,
+}
+
+/// `[namespaces]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespacesConfig {
+    /// `max_entries` of a namespace created by its first put.
+    pub default_max_entries: usize,
+    /// Largest `max_entries` a namespace may be given.
+    pub max_entries_limit: usize,
+    /// Largest value (as JSON) in bytes.
+    pub max_value_bytes: usize,
+    /// Longest key in bytes.
+    pub max_key_bytes: usize,
 }
 
 /// `[cognition]`.
@@ -436,10 +452,26 @@ impl Settings {
                 "extraction.max_memories_per_turn",
                 self.extraction.max_memories_per_turn,
             ),
+            (
+                "namespaces.default_max_entries",
+                self.namespaces.default_max_entries,
+            ),
+            (
+                "namespaces.max_entries_limit",
+                self.namespaces.max_entries_limit,
+            ),
+            ("namespaces.max_value_bytes", self.namespaces.max_value_bytes),
+            ("namespaces.max_key_bytes", self.namespaces.max_key_bytes),
         ] {
             if value == 0 {
                 return Err(bad(key, "must be at least 1"));
             }
+        }
+        if self.namespaces.default_max_entries > self.namespaces.max_entries_limit {
+            return Err(bad(
+                "namespaces.default_max_entries",
+                "must not exceed namespaces.max_entries_limit",
+            ));
         }
         if !(0.0..=1.0).contains(&self.memory.default_importance) {
             return Err(bad("memory.default_importance", "must be between 0 and 1"));
@@ -690,6 +722,12 @@ impl Settings {
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
             extraction_max_per_turn: self.extraction.max_memories_per_turn,
+            namespaces: mnemos_actors::runtime::NamespaceSettings {
+                default_max_entries: self.namespaces.default_max_entries,
+                max_entries_limit: self.namespaces.max_entries_limit,
+                max_value_bytes: self.namespaces.max_value_bytes,
+                max_key_bytes: self.namespaces.max_key_bytes,
+            },
         }
     }
 }

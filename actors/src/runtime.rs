@@ -17,11 +17,13 @@ use serde::Serialize;
 use crate::actors::consolidator::{ConsolidatorArgs, ConsolidatorMsg, LeaseSettings, ScheduledJob};
 use crate::actors::episodic::{EpisodicArgs, EpisodicMsg};
 use crate::actors::graph::{GraphArgs, GraphMsg};
+use crate::actors::namespaces::{NamespacesArgs, NamespacesMsg};
 use crate::actors::vectors::{IndexStatus, VectorsArgs, VectorsMsg};
 use crate::actors::working::{WorkingArgs, WorkingMsg};
 use crate::clock::Clock;
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
+use crate::namespaces::ProjectId;
 use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
     MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
@@ -44,6 +46,9 @@ use crate::supervisor::{
     ChildHealth, ChildKind, Children, CognitionSettings, Directory, RestartPolicy, Supervisor,
     SupervisorArgs, SupervisorMsg, SupervisorRef,
 };
+
+mod namespaces;
+pub use namespaces::{KvPutInput, NamespaceSettings, ProjectInput};
 
 /// Input limits; exceeding one is a typed error naming the field.
 #[derive(Debug, Clone, Copy)]
@@ -189,6 +194,8 @@ pub struct RuntimeConfig {
     pub arbiter_timeout: Duration,
     /// Most memories one `extract_turn` call stores (its write budget).
     pub extraction_max_per_turn: usize,
+    /// Bounds of KV namespaces.
+    pub namespaces: NamespaceSettings,
 }
 
 impl Default for RuntimeConfig {
@@ -224,6 +231,7 @@ impl Default for RuntimeConfig {
             contradiction_min_similarity: 0.6,
             arbiter_timeout: Duration::from_secs(2),
             extraction_max_per_turn: 8,
+            namespaces: NamespaceSettings::default(),
         }
     }
 }
@@ -239,6 +247,8 @@ pub struct RuntimeParts {
     pub graph: Arc<dyn GraphStore>,
     /// Session windows.
     pub working: Arc<dyn WorkingStore>,
+    /// Projects and KV namespaces.
+    pub namespaces: Arc<dyn crate::store::namespaces::NamespaceStore>,
     /// Embedding model.
     pub embedder: Arc<dyn Embedder>,
     /// Time source.
@@ -258,6 +268,7 @@ impl RuntimeParts {
             vectors: Arc::new(FlatVectorIndex::new()),
             graph: Arc::new(InMemoryGraphStore::new()),
             working: Arc::new(InMemoryWorkingStore::new(32, 3600)),
+            namespaces: Arc::new(crate::store::namespaces::InMemoryNamespaceStore::new()),
             embedder: Arc::new(crate::embedding::BuiltinEmbedder::new(256)),
             clock: Arc::new(crate::clock::SystemClock),
             arbiter: None,
@@ -289,6 +300,8 @@ pub struct RememberInput {
     pub metadata: Option<serde_json::Value>,
     /// Source file reference.
     pub source: Option<SourceRef>,
+    /// Project of the owner it belongs to (default: the project of its session, if any).
+    pub project_id: Option<ProjectId>,
     /// −1..1 for affective memories.
     pub valence: Option<f32>,
     /// 0..1 for affective memories.
@@ -341,6 +354,8 @@ pub struct RecallInput {
     pub time_range: Option<TimeRange>,
     /// The request's "now" for time expressions inside the query (default: the clock).
     pub now: Option<DateTime<Utc>>,
+    /// Project in focus: its memories rank slightly higher, and only it sees its memories when it is isolated.
+    pub project_id: Option<ProjectId>,
 }
 
 impl RecallInput {
@@ -357,6 +372,7 @@ impl RecallInput {
             debug: false,
             time_range: None,
             now: None,
+            project_id: None,
         }
     }
 }
@@ -432,6 +448,8 @@ pub struct RuntimeHealth {
     pub graph_backend: &'static str,
     /// Working-memory backend name.
     pub working_backend: &'static str,
+    /// Projects and KV namespaces backend name.
+    pub namespaces_backend: &'static str,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
 }
@@ -457,6 +475,8 @@ struct RuntimeInner {
     backends: (&'static str, &'static str, &'static str),
     /// Inner-thought provider name, for health.
     inner_thought: &'static str,
+    /// Projects and KV namespaces backend name, for health.
+    namespaces_backend: &'static str,
     /// Model consulted when the rules are unsure.
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
 }
@@ -484,6 +504,9 @@ impl Runtime {
             },
             graph: GraphArgs {
                 store: parts.graph.clone(),
+            },
+            namespaces: NamespacesArgs {
+                store: parts.namespaces.clone(),
             },
             consolidator: ConsolidatorArgs {
                 store: parts.memories.clone(),
@@ -523,6 +546,7 @@ impl Runtime {
                 clock: parts.clock.clone(),
                 arbiter: parts.arbiter.clone(),
                 inner_thought: parts.thought.provider_name(),
+                namespaces_backend: parts.namespaces.backend_name(),
                 backends: (
                     parts.memories.backend_name(),
                     parts.graph.backend_name(),
@@ -580,6 +604,7 @@ impl Runtime {
             store_backend: self.inner.backends.0,
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
+            namespaces_backend: self.inner.namespaces_backend,
             inner_thought: self.inner.inner_thought,
         }
     }
@@ -683,6 +708,15 @@ impl Runtime {
         build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> WorkingMsg,
     ) -> MemoryResult<T> {
         self.ask(ChildKind::Working, |c| c.working.clone(), build)
+            .await
+    }
+
+    /// Call the namespaces actor (retrying while it restarts).
+    async fn namespaces<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> NamespacesMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Namespaces, |c| c.namespaces.clone(), build)
             .await
     }
 
@@ -869,6 +903,7 @@ impl Runtime {
                 .unwrap_or(self.inner.config.default_importance),
             tags: input.tags,
             session_id: input.session_id,
+            project_id: input.project_id,
             occurred_at: input.occurred_at.unwrap_or(now),
             created_at: now,
             updated_at: now,
@@ -1000,6 +1035,9 @@ impl Runtime {
             };
             self.validate_input(input, &prefix)?;
         }
+        let mut inputs = inputs;
+        self.resolve_projects(agent, &mut inputs, batch_field)
+            .await?;
         let now = self.now();
         let mut built: Vec<(Memory, Routing)> = Vec::with_capacity(inputs.len());
         for input in inputs {
@@ -1027,17 +1065,22 @@ impl Runtime {
         let stored = stored?;
         let mut all_embeddings: Vec<Option<Vec<f32>>> =
             all_embeddings?.into_iter().map(Some).collect();
-        let stored_by_hash: HashMap<&str, &MemoryId> =
-            stored.iter().map(|(h, m)| (h.as_str(), &m.id)).collect();
+        // A duplicate must be in the same project: projects are separate contexts, and a
+        // memory merged into an isolated project's copy would vanish from this one's recall.
+        let stored_by_hash: HashMap<(&str, Option<&ProjectId>), &MemoryId> = stored
+            .iter()
+            .map(|(h, m)| ((h.as_str(), m.project_id.as_ref()), &m.id))
+            .collect();
         let mut duplicate_of: Vec<Option<MemoryId>> = vec![None; built.len()];
-        let mut first_in_batch: HashMap<&str, usize> = HashMap::new();
+        let mut first_in_batch: HashMap<(&str, Option<&ProjectId>), usize> = HashMap::new();
         for (index, hash) in hashes.iter().enumerate() {
-            if let Some(id) = stored_by_hash.get(hash.as_str()) {
+            let key = (hash.as_str(), built[index].0.project_id.as_ref());
+            if let Some(id) = stored_by_hash.get(&key) {
                 duplicate_of[index] = Some((*id).clone());
-            } else if let Some(first) = first_in_batch.get(hash.as_str()) {
+            } else if let Some(first) = first_in_batch.get(&key) {
                 duplicate_of[index] = Some(built[*first].0.id.clone());
             } else {
-                first_in_batch.insert(hash, index);
+                first_in_batch.insert(key, index);
             }
         }
 
@@ -1085,18 +1128,21 @@ impl Runtime {
             .filter(|(_, s)| *s >= threshold)
             .map(|(id, _)| id.clone())
             .collect();
-        let close_types: HashMap<MemoryId, MemoryType> = self
+        let close_types: HashMap<MemoryId, (MemoryType, Option<ProjectId>)> = self
             .get_many(&close)
             .await?
             .into_iter()
-            .map(|m| (m.id, m.memory_type))
+            .map(|m| (m.id, (m.memory_type, m.project_id)))
             .collect();
         let mut records = Vec::new();
         let mut contradiction_checks: Vec<(usize, Vec<MemoryId>)> = Vec::new();
         for ((index, embedding), hits) in fresh.iter().zip(embeddings).zip(&neighbours) {
             let memory = &built[*index].0;
             let near = hits.iter().find(|(id, similarity)| {
-                *similarity >= threshold && close_types.get(id) == Some(&memory.memory_type)
+                *similarity >= threshold
+                    && close_types.get(id).is_some_and(|(memory_type, project)| {
+                        *memory_type == memory.memory_type && *project == memory.project_id
+                    })
             });
             if let Some((id, _)) = near {
                 duplicate_of[*index] = Some(id.clone());
@@ -1247,6 +1293,65 @@ impl Runtime {
             .collect()
     }
 
+    /// Put each input in its project: an explicit `project_id` must name one of the
+    /// agent's projects (and attaches the input's session to it); without one, an input
+    /// goes to the project its session is attached to, if any.
+    async fn resolve_projects(
+        &self,
+        agent: &AgentId,
+        inputs: &mut [RememberInput],
+        batch_field: &str,
+    ) -> MemoryResult<()> {
+        let mut known: std::collections::HashSet<ProjectId> = std::collections::HashSet::new();
+        let mut session_projects: HashMap<SessionId, Option<ProjectId>> = HashMap::new();
+        for (index, input) in inputs.iter_mut().enumerate() {
+            let prefix = if batch_field.is_empty() {
+                String::new()
+            } else {
+                format!("{batch_field}[{index}].")
+            };
+            if let Some(project) = input.project_id.clone() {
+                if !known.contains(&project) {
+                    self.project(agent, &project)
+                        .await
+                        .map_err(|e| MemoryError {
+                            field: Some(format!("{prefix}project_id")),
+                            ..e
+                        })?;
+                    known.insert(project.clone());
+                }
+                if let Some(session) = &input.session_id {
+                    if session_projects.get(session) != Some(&Some(project.clone())) {
+                        self.attach_session(agent, &project, session)
+                            .await
+                            .map_err(|e| MemoryError {
+                                field: Some(format!("{prefix}session_id")),
+                                ..e
+                            })?;
+                        session_projects.insert(session.clone(), Some(project));
+                    }
+                }
+            } else if let Some(session) = &input.session_id {
+                let project = match session_projects.get(session) {
+                    Some(project) => project.clone(),
+                    None => {
+                        let project = self
+                            .namespaces(|reply| NamespacesMsg::SessionProject {
+                                agent: agent.clone(),
+                                session: session.clone(),
+                                reply,
+                            })
+                            .await?;
+                        session_projects.insert(session.clone(), project.clone());
+                        project
+                    }
+                };
+                input.project_id = project;
+            }
+        }
+        Ok(())
+    }
+
     /// Association-graph neighbours and session neighbours of `seeds`, strongest seed first.
     async fn neighbours(
         &self,
@@ -1362,6 +1467,8 @@ impl Runtime {
                     || old.status != MemoryStatus::Active
                     || !is_knowledge(old.memory_type)
                     || old.id == new.id
+                    // Projects are separate contexts: one project's knowledge does not replace another's.
+                    || old.project_id != new.project_id
                 {
                     continue;
                 }
@@ -1418,6 +1525,9 @@ impl Runtime {
             ));
         }
         validate_tags(&input.tags, limits, "tags")?;
+        if let Some(project) = &input.project_id {
+            self.project(&input.agent_id, project).await?;
+        }
         // A time expression inside the question is a hint (a time retriever and a boost), not a filter.
         let hinted = match input.time_range {
             Some(_) => None,
@@ -1606,6 +1716,7 @@ impl Runtime {
         }))
         .await;
         let memories = memories?;
+        let isolated = self.isolated_among(&memories).await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         let now = self.now();
         // The best possible fused score (rank 1 everywhere), to put relevance on 0..1.
@@ -1625,8 +1736,18 @@ impl Runtime {
             .iter()
             .filter_map(|hit| {
                 let memory = *by_id.get(&hit.id)?;
-                let visible =
-                    memory.agent_id == input.agent_id || (input.include_shared && memory.shared);
+                let in_project = input.project_id.is_some()
+                    && memory.agent_id == input.agent_id
+                    && memory.project_id == input.project_id;
+                // An isolated project's memories (shared ones included) stay inside it.
+                let walled_off = !in_project
+                    && memory
+                        .project_id
+                        .as_ref()
+                        .is_some_and(|p| isolated.contains(&(memory.agent_id.clone(), p.clone())));
+                let visible = !walled_off
+                    && (memory.agent_id == input.agent_id
+                        || (input.include_shared && memory.shared));
                 let wanted = memory.status == MemoryStatus::Active
                     && (input.types.is_empty() || input.types.contains(&memory.memory_type))
                     && (input.tags.is_empty()
@@ -1652,6 +1773,7 @@ impl Runtime {
                         * (0.85 + 0.15 * f64::from(memory.importance))
                         * (0.9 + 0.1 * retention)
                         * if in_session { 1.1 } else { 1.0 }
+                        * if in_project { 1.1 } else { 1.0 }
                         * if memory.agent_id == input.agent_id {
                             1.0
                         } else {
@@ -1709,6 +1831,29 @@ impl Runtime {
                 ("fetch", fetch_ms),
             ],
         })
+    }
+
+    /// The isolated projects among those of `memories` (one lookup, none when no memory has a project).
+    async fn isolated_among(
+        &self,
+        memories: &[Memory],
+    ) -> MemoryResult<std::collections::HashSet<(AgentId, ProjectId)>> {
+        let keys: std::collections::HashSet<(AgentId, ProjectId)> = memories
+            .iter()
+            .filter_map(|m| m.project_id.clone().map(|p| (m.agent_id.clone(), p)))
+            .collect();
+        if keys.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let projects: Vec<(AgentId, ProjectId)> = keys.into_iter().collect();
+        Ok(self
+            .namespaces(|reply| NamespacesMsg::IsolatedProjects {
+                projects: projects.clone(),
+                reply,
+            })
+            .await?
+            .into_iter()
+            .collect())
     }
 
     /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).

@@ -286,7 +286,7 @@ pub async fn inject_fault(
     let kind = ChildKind::parse(&child).ok_or_else(|| {
         MemoryError::invalid(
             "child",
-            "unknown actor; use working, episodic, vectors, graph, consolidator or cognition",
+            "unknown actor; use working, episodic, vectors, graph, namespaces, consolidator or cognition",
         )
     })?;
     state.runtime.inject_fault(kind)?;
@@ -357,6 +357,7 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
         },
         "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
         "working": { "backend": health.working_backend, "state": state_of(ChildKind::Working) },
+        "namespaces": { "backend": health.namespaces_backend, "state": state_of(ChildKind::Namespaces) },
         "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
     });
     Json(HealthView {

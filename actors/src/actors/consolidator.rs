@@ -27,6 +27,7 @@ use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
     MemoryStatus, MemoryType,
 };
+use crate::namespaces::ProjectId;
 use crate::policy::clustering::{centroid, cluster, ClusterItem, ClusterParams};
 use crate::policy::consolidation::{decide, is_candidate, Decision, ForgetPolicy, PromotePolicy};
 use crate::policy::retention::RetentionPolicy;
@@ -193,6 +194,7 @@ fn product_of_consolidation(
         importance: 0.5,
         tags: Vec::new(),
         session_id: None,
+        project_id: None,
         occurred_at,
         created_at: now,
         updated_at: now,
@@ -261,7 +263,22 @@ pub async fn consolidate_agent(
             occurred_at: m.occurred_at,
         })
         .collect();
-    let clusters = cluster(&items, &edge_pairs, &args.clustering);
+    // A cluster never mixes projects: its abstraction lands in its members' project, so
+    // an isolated project's knowledge is never abstracted into a memory visible elsewhere.
+    let clusters: Vec<Vec<usize>> = cluster(&items, &edge_pairs, &args.clustering)
+        .into_iter()
+        .flat_map(|members| {
+            let mut by_project: BTreeMap<Option<&ProjectId>, Vec<usize>> = BTreeMap::new();
+            for i in members {
+                by_project
+                    .entry(clusterable[i].project_id.as_ref())
+                    .or_default()
+                    .push(i);
+            }
+            by_project.into_values()
+        })
+        .filter(|members| members.len() >= args.clustering.min_size)
+        .collect();
 
     // Sources of clusters that committed (a skipped cluster's members get rule decisions).
     let mut clustered: HashSet<MemoryId> = HashSet::new();
@@ -306,6 +323,7 @@ pub async fn consolidate_agent(
             title: Some(abstraction.title.clone()),
             importance: abstraction.importance.clamp(0.0, 1.0),
             tags: abstraction.tags.clone(),
+            project_id: sources[0].project_id.clone(),
             metadata: serde_json::json!({
                 "derived_from": source_ids,
                 "inner_thought": thought.provider,
@@ -548,6 +566,8 @@ pub async fn archive_idle_sessions(
             importance: memories.iter().map(|m| m.importance).fold(0.5f32, f32::max),
             tags: vec![ARCHIVE_SUMMARY_TAG.to_string()],
             session_id: Some(idle.session_id.clone()),
+            // The session's project (the first one found: a session belongs to one project).
+            project_id: memories.iter().find_map(|m| m.project_id.clone()),
             metadata: serde_json::json!({
                 "session_span": { "from": idle.first_at, "to": idle.last_at },
                 "memories": memories.len(),

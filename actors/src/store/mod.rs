@@ -7,6 +7,7 @@
 //! files at all; the service (`src/`) adds SQLite and an HNSW index.
 
 pub mod memory;
+pub mod namespaces;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
