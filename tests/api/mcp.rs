@@ -229,7 +229,7 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
     let by_id = |id: u64| messages.iter().find(|m| m["id"] == id).cloned();
     assert_eq!(
         by_id(2).map(|m| m["result"]["tools"].as_array().map(Vec::len)),
-        Some(Some(11))
+        Some(Some(19))
     );
     let stored = by_id(3).unwrap_or_default();
     assert_eq!(

@@ -109,7 +109,8 @@ pub fn session_in_other_project(session: &SessionId, current: &ProjectId) -> Mem
     MemoryError {
         field: Some("session_id".into()),
         ..MemoryError::conflict(format!(
-            "session {session} already belongs to project {current}; a session belongs to one project"
+            "session {} already belongs to project {current}; a session belongs to one project",
+            session.as_str()
         ))
     }
 }
