@@ -104,7 +104,11 @@ pub async fn run() -> MemoryResult<Observed> {
     let board = NamespaceName::parse("board")?;
     runtime.kv_configure(&board, 2).await?;
     let mut evicted = Vec::new();
-    for (key, goal) in [("task:1", "write docs"), ("task:2", "fix bug"), ("task:3", "ship")] {
+    for (key, goal) in [
+        ("task:1", "write docs"),
+        ("task:2", "fix bug"),
+        ("task:3", "ship"),
+    ] {
         let put = runtime
             .kv_put(
                 &planner,

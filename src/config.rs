@@ -460,7 +460,10 @@ impl Settings {
                 "namespaces.max_entries_limit",
                 self.namespaces.max_entries_limit,
             ),
-            ("namespaces.max_value_bytes", self.namespaces.max_value_bytes),
+            (
+                "namespaces.max_value_bytes",
+                self.namespaces.max_value_bytes,
+            ),
             ("namespaces.max_key_bytes", self.namespaces.max_key_bytes),
         ] {
             if value == 0 {

@@ -261,7 +261,9 @@ impl MnemosMcp {
             "kv_put" => answer(namespaces::kv_put(runtime, parse(arguments)?).await),
             "kv_get" => answer(namespaces::kv_get(runtime, parse(arguments)?).await),
             "kv_search" => answer(namespaces::kv_search(runtime, parse(arguments)?).await),
-            "kv_list_by_tag" => answer(namespaces::kv_list_by_tag(runtime, parse(arguments)?).await),
+            "kv_list_by_tag" => {
+                answer(namespaces::kv_list_by_tag(runtime, parse(arguments)?).await)
+            }
             "kv_stats" => answer(namespaces::kv_stats(runtime, parse(arguments)?).await),
             "kv_delete" => answer(namespaces::kv_delete(runtime, parse(arguments)?).await),
             unknown => Err(MemoryError::invalid(

@@ -419,7 +419,7 @@ mod tests {
             importance: 0.5,
             tags: vec!["x".into()],
             session_id: None,
-        project_id: None,
+            project_id: None,
             occurred_at: now,
             created_at: now,
             updated_at: now,

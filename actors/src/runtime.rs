@@ -23,11 +23,11 @@ use crate::actors::working::{WorkingArgs, WorkingMsg};
 use crate::clock::Clock;
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
-use crate::namespaces::ProjectId;
 use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
     MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
 };
+use crate::namespaces::ProjectId;
 use crate::policy::activation::spread;
 use crate::policy::clustering::ClusterParams;
 use crate::policy::consistency::normalized_hash;

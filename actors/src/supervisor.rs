@@ -22,9 +22,7 @@ use crate::actors::consolidator::{
 };
 use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicMsg, EpisodicRef};
 use crate::actors::graph::{GraphActor, GraphArgs, GraphMsg, GraphRef};
-use crate::actors::namespaces::{
-    NamespacesActor, NamespacesArgs, NamespacesMsg, NamespacesRef,
-};
+use crate::actors::namespaces::{NamespacesActor, NamespacesArgs, NamespacesMsg, NamespacesRef};
 use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsMsg, VectorsRef};
 use crate::actors::working::{WorkingActor, WorkingArgs, WorkingMsg, WorkingRef};
 use crate::policy::schedule::Schedule;

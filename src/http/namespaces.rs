@@ -562,7 +562,9 @@ pub async fn get_project(
 ) -> ApiResult<Json<ProjectView>> {
     let owner = agent(&required("agent_id", params.agent_id)?)?;
     let project_id = ProjectId::parse(&project_id)?;
-    Ok(Json(state.runtime.project(&owner, &project_id).await?.into()))
+    Ok(Json(
+        state.runtime.project(&owner, &project_id).await?.into(),
+    ))
 }
 
 /// Attach a session to a project: its memories from now on belong to the project.
@@ -581,7 +583,9 @@ pub async fn attach_session(
         .runtime
         .attach_session(&owner, &project_id, &session)
         .await?;
-    Ok(Json(state.runtime.project(&owner, &project_id).await?.into()))
+    Ok(Json(
+        state.runtime.project(&owner, &project_id).await?.into(),
+    ))
 }
 
 /// Create a KV namespace with a bound, or change its bound.

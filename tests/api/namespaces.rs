@@ -71,10 +71,17 @@ async fn isolated_project_memories_never_leave_their_project_and_open_ones_are_s
         .await);
 
     // No project, and another project: the isolated project's memory is invisible.
-    for extra in [json!({}), json!({"project_id": "other"}), json!({"project_id": "open"})] {
+    for extra in [
+        json!({}),
+        json!({"project_id": "other"}),
+        json!({"project_id": "open"}),
+    ] {
         let found = ids(&app.recall("alice", "falcon launch", extra.clone()).await);
         assert!(!found.contains(&secret), "{extra}: {found:?}");
-        assert!(found.contains(&open) && found.contains(&loose), "{extra}: {found:?}");
+        assert!(
+            found.contains(&open) && found.contains(&loose),
+            "{extra}: {found:?}"
+        );
     }
     // Inside the isolated project: its memory is visible and ranks first; the rest stays visible.
     let inside = ids(&app
@@ -115,10 +122,15 @@ async fn isolated_project_memories_never_leave_their_project_and_open_ones_are_s
     // Lifting isolation applies at once to the memories already there.
     let changed = project(&app, "alice", "secret", false).await;
     assert_eq!(changed["created_at"], created["created_at"]);
-    let found = ids(&app.recall("alice", "falcon launch codename", json!({})).await);
+    let found = ids(&app
+        .recall("alice", "falcon launch codename", json!({}))
+        .await);
     assert!(found.contains(&secret), "{found:?}");
     let bob = ids(&app.recall("bob", "falcon launch codename", json!({})).await);
-    assert!(bob.contains(&secret), "shared and no longer isolated: {bob:?}");
+    assert!(
+        bob.contains(&secret),
+        "shared and no longer isolated: {bob:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,10 +222,18 @@ async fn sessions_attached_to_a_project_put_their_memories_in_it() {
     .await;
     // The same content in two projects is two memories (no deduplication across projects).
     let a = id(&app
-        .remember("alice", "Deploys happen on Tuesdays", json!({"project_id": "p1"}))
+        .remember(
+            "alice",
+            "Deploys happen on Tuesdays",
+            json!({"project_id": "p1"}),
+        )
         .await);
     let b = app
-        .remember("alice", "Deploys happen on Tuesdays", json!({"project_id": "p2"}))
+        .remember(
+            "alice",
+            "Deploys happen on Tuesdays",
+            json!({"project_id": "p2"}),
+        )
         .await;
     assert_ne!(a, id(&b));
     assert!(b["deduplicated_into"].is_null());
@@ -237,14 +257,24 @@ async fn project_requests_are_validated_with_the_contract_errors() {
     )
     .await;
     assert_error(
-        put(&app, "/v1/projects/p", &json!({"agent_id": "alice", "name": " "})).await,
+        put(
+            &app,
+            "/v1/projects/p",
+            &json!({"agent_id": "alice", "name": " "}),
+        )
+        .await,
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("name"),
     )
     .await;
     assert_error(
-        put(&app, "/v1/projects/p", &json!({"agent_id": "alice", "isolated": "yes"})).await,
+        put(
+            &app,
+            "/v1/projects/p",
+            &json!({"agent_id": "alice", "isolated": "yes"}),
+        )
+        .await,
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("isolated"),
@@ -317,7 +347,12 @@ async fn project_requests_are_validated_with_the_contract_errors() {
     )
     .await;
     assert_error(
-        put(&app, "/v1/projects/missing/sessions/s", &json!({"agent_id": "alice"})).await,
+        put(
+            &app,
+            "/v1/projects/missing/sessions/s",
+            &json!({"agent_id": "alice"}),
+        )
+        .await,
         StatusCode::NOT_FOUND,
         "not_found",
         Some("project_id"),
@@ -365,7 +400,14 @@ async fn a_memory_unshared_by_patch_leaves_other_agents_recall_at_once() {
     .await;
 }
 
-async fn kv_put(app: &TestApp, ns: &str, agent: &str, key: &str, value: Value, extra: Value) -> Value {
+async fn kv_put(
+    app: &TestApp,
+    ns: &str,
+    agent: &str,
+    key: &str,
+    value: Value,
+    extra: Value,
+) -> Value {
     let mut body = json!({"agent_id": agent, "value": value});
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
         body.extend(extra.clone());
@@ -428,14 +470,13 @@ async fn kv_namespace_evicts_the_least_recently_used_entry() {
     .await;
     // Overwriting "c" is a use: "a" is now the oldest.
     let written = kv_put(&app, "plan", "node-1", "c", json!("c2"), json!({})).await;
-    assert_eq!((written["created"].clone(), written["evicted"].clone()), (json!(false), json!([])));
+    assert_eq!(
+        (written["created"].clone(), written["evicted"].clone()),
+        (json!(false), json!([]))
+    );
     let written = kv_put(&app, "plan", "node-1", "e", json!(5), json!({})).await;
     assert_eq!(written["evicted"], json!(["a"]));
-    let listed = assert_status(
-        app.get("/v1/namespaces/plan/entries").await,
-        StatusCode::OK,
-    )
-    .await;
+    let listed = assert_status(app.get("/v1/namespaces/plan/entries").await, StatusCode::OK).await;
     assert_eq!(keys(&listed), vec!["e", "c", "d"]);
     let s = stats(&app, "plan").await;
     assert_eq!(s["entries"], 3);
@@ -471,7 +512,15 @@ async fn kv_namespace_evicts_the_least_recently_used_entry() {
 async fn kv_namespace_is_shared_by_every_node_that_names_it() {
     let app = spawn_app().await;
     // The first put creates the namespace with namespaces.default_max_entries.
-    let first = kv_put(&app, "crew", "planner", "task:1", json!({"owner": null}), json!({})).await;
+    let first = kv_put(
+        &app,
+        "crew",
+        "planner",
+        "task:1",
+        json!({"owner": null}),
+        json!({}),
+    )
+    .await;
     assert_eq!(first["entry"]["written_by"], "planner");
     assert_eq!(stats(&app, "crew").await["max_entries"], 1000);
     let seen = assert_status(
@@ -511,9 +560,33 @@ async fn kv_namespace_is_shared_by_every_node_that_names_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_entries_are_listed_by_tag_and_found_by_search() {
     let app = spawn_app().await;
-    kv_put(&app, "ops", "n1", "deploy-plan", json!({"steps": "build, test, ship"}), json!({"tags": ["plan"]})).await;
-    kv_put(&app, "ops", "n2", "incident-42", json!({"summary": "deploy failed on the canary"}), json!({"tags": ["incident", "open"]})).await;
-    kv_put(&app, "ops", "n1", "rota", json!(["kim", "lee"]), json!({"tags": ["open"]})).await;
+    kv_put(
+        &app,
+        "ops",
+        "n1",
+        "deploy-plan",
+        json!({"steps": "build, test, ship"}),
+        json!({"tags": ["plan"]}),
+    )
+    .await;
+    kv_put(
+        &app,
+        "ops",
+        "n2",
+        "incident-42",
+        json!({"summary": "deploy failed on the canary"}),
+        json!({"tags": ["incident", "open"]}),
+    )
+    .await;
+    kv_put(
+        &app,
+        "ops",
+        "n1",
+        "rota",
+        json!(["kim", "lee"]),
+        json!({"tags": ["open"]}),
+    )
+    .await;
     let open = assert_status(
         app.get("/v1/namespaces/ops/entries?tag=open").await,
         StatusCode::OK,
@@ -545,8 +618,15 @@ async fn kv_entries_are_listed_by_tag_and_found_by_search() {
         .iter()
         .map(|r| r["entry"]["key"].as_str().unwrap())
         .collect();
-    assert_eq!(hits, vec!["deploy-plan", "incident-42"], "key matches rank first");
-    assert!(found["results"][0]["score"].as_f64().unwrap() > found["results"][1]["score"].as_f64().unwrap());
+    assert_eq!(
+        hits,
+        vec!["deploy-plan", "incident-42"],
+        "key matches rank first"
+    );
+    assert!(
+        found["results"][0]["score"].as_f64().unwrap()
+            > found["results"][1]["score"].as_f64().unwrap()
+    );
     let found = assert_status(
         app.post("/v1/namespaces/ops/search", &json!({"query": "kim"}))
             .await,
@@ -556,7 +636,10 @@ async fn kv_entries_are_listed_by_tag_and_found_by_search() {
     assert_eq!(found["results"][0]["entry"]["key"], "rota");
     // Listing and searching are not uses: the counters did not move.
     let s = stats(&app, "ops").await;
-    assert_eq!((s["hits"].clone(), s["misses"].clone(), s["puts"].clone()), (json!(0), json!(0), json!(3)));
+    assert_eq!(
+        (s["hits"].clone(), s["misses"].clone(), s["puts"].clone()),
+        (json!(0), json!(0), json!(3))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -564,12 +647,22 @@ async fn kv_requests_are_validated_with_the_contract_errors() {
     let app = spawn_app().await;
     let cases: Vec<(Response, StatusCode, &str)> = vec![
         (
-            put(&app, "/v1/namespaces/bad%20name/entries/k", &json!({"agent_id": "a", "value": 1})).await,
+            put(
+                &app,
+                "/v1/namespaces/bad%20name/entries/k",
+                &json!({"agent_id": "a", "value": 1}),
+            )
+            .await,
             StatusCode::BAD_REQUEST,
             "namespace",
         ),
         (
-            put(&app, "/v1/namespaces/ns/entries/k", &json!({"agent_id": "a"})).await,
+            put(
+                &app,
+                "/v1/namespaces/ns/entries/k",
+                &json!({"agent_id": "a"}),
+            )
+            .await,
             StatusCode::BAD_REQUEST,
             "value",
         ),
@@ -579,22 +672,42 @@ async fn kv_requests_are_validated_with_the_contract_errors() {
             "agent_id",
         ),
         (
-            put(&app, "/v1/namespaces/ns/entries/k", &json!({"agent_id": "a", "value": "x".repeat(70_000)})).await,
+            put(
+                &app,
+                "/v1/namespaces/ns/entries/k",
+                &json!({"agent_id": "a", "value": "x".repeat(70_000)}),
+            )
+            .await,
             StatusCode::PAYLOAD_TOO_LARGE,
             "value",
         ),
         (
-            put(&app, "/v1/namespaces/ns/entries/k", &json!({"agent_id": "a", "value": 1, "ttl_seconds": 0})).await,
+            put(
+                &app,
+                "/v1/namespaces/ns/entries/k",
+                &json!({"agent_id": "a", "value": 1, "ttl_seconds": 0}),
+            )
+            .await,
             StatusCode::BAD_REQUEST,
             "ttl_seconds",
         ),
         (
-            put(&app, "/v1/namespaces/ns/entries/k", &json!({"agent_id": "a", "value": 1, "ttl_seconds": -1})).await,
+            put(
+                &app,
+                "/v1/namespaces/ns/entries/k",
+                &json!({"agent_id": "a", "value": 1, "ttl_seconds": -1}),
+            )
+            .await,
             StatusCode::BAD_REQUEST,
             "ttl_seconds",
         ),
         (
-            put(&app, &format!("/v1/namespaces/ns/entries/{}", "k".repeat(600)), &json!({"agent_id": "a", "value": 1})).await,
+            put(
+                &app,
+                &format!("/v1/namespaces/ns/entries/{}", "k".repeat(600)),
+                &json!({"agent_id": "a", "value": 1}),
+            )
+            .await,
             StatusCode::BAD_REQUEST,
             "key",
         ),
@@ -614,7 +727,8 @@ async fn kv_requests_are_validated_with_the_contract_errors() {
             "namespace",
         ),
         (
-            app.post("/v1/namespaces/ns/search", &json!({"query": "x"})).await,
+            app.post("/v1/namespaces/ns/search", &json!({"query": "x"}))
+                .await,
             StatusCode::NOT_FOUND,
             "namespace",
         ),
@@ -629,7 +743,8 @@ async fn kv_requests_are_validated_with_the_contract_errors() {
     }
     kv_put(&app, "ns", "a", "k", json!(1), json!({})).await;
     assert_error(
-        app.post("/v1/namespaces/ns/search", &json!({"query": " "})).await,
+        app.post("/v1/namespaces/ns/search", &json!({"query": " "}))
+            .await,
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("query"),
@@ -663,7 +778,15 @@ async fn kv_entries_their_use_order_and_counters_survive_a_restart() {
     )
     .await;
     for key in ["a", "b", "c"] {
-        kv_put(&app, "durable", "n1", key, json!({"k": key}), json!({"tags": ["t"]})).await;
+        kv_put(
+            &app,
+            "durable",
+            "n1",
+            key,
+            json!({"k": key}),
+            json!({"tags": ["t"]}),
+        )
+        .await;
     }
     assert_status(
         app.get("/v1/namespaces/durable/entries/a").await,
@@ -672,13 +795,25 @@ async fn kv_entries_their_use_order_and_counters_survive_a_restart() {
     .await;
     // Projects survive too.
     project(&app, "alice", "vault", true).await;
-    app.remember("alice", "The vault combination is 1234", json!({"project_id": "vault"}))
-        .await;
+    app.remember(
+        "alice",
+        "The vault combination is 1234",
+        json!({"project_id": "vault"}),
+    )
+    .await;
     app.stop().await;
 
     let app = spawn_with(test_settings(temp.path()), None).await;
     let s = stats(&app, "durable").await;
-    assert_eq!((s["entries"].clone(), s["max_entries"].clone(), s["hits"].clone(), s["puts"].clone()), (json!(3), json!(3), json!(1), json!(3)));
+    assert_eq!(
+        (
+            s["entries"].clone(),
+            s["max_entries"].clone(),
+            s["hits"].clone(),
+            s["puts"].clone()
+        ),
+        (json!(3), json!(3), json!(1), json!(3))
+    );
     // "b" is still the least recently used after the restart.
     let written = kv_put(&app, "durable", "n2", "d", json!(4), json!({})).await;
     assert_eq!(written["evicted"], json!(["b"]));
@@ -714,7 +849,15 @@ async fn concurrent_puts_from_many_nodes_never_exceed_max_entries_or_lose_a_writ
             let mut evicted = Vec::new();
             for i in 0..per_node {
                 let key = format!("n{node}-k{i}");
-                let body = kv_put(&app, "race", &format!("node-{node}"), &key, json!(i), json!({})).await;
+                let body = kv_put(
+                    &app,
+                    "race",
+                    &format!("node-{node}"),
+                    &key,
+                    json!(i),
+                    json!({}),
+                )
+                .await;
                 for e in body["evicted"].as_array().unwrap() {
                     evicted.push(e.as_str().unwrap().to_string());
                 }

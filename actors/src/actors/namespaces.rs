@@ -224,12 +224,10 @@ impl Actor for NamespacesActor {
             } => answer_in_task(reply, async move {
                 store.session_project(&agent, &session).await
             }),
-            NamespacesMsg::IsolatedProjects { projects, reply } => {
-                answer_in_task(
-                    reply,
-                    async move { store.isolated_projects(&projects).await },
-                )
-            }
+            NamespacesMsg::IsolatedProjects { projects, reply } => answer_in_task(
+                reply,
+                async move { store.isolated_projects(&projects).await },
+            ),
             NamespacesMsg::InjectFault => return Err(injected_fault("namespaces")),
         }
         Ok(())

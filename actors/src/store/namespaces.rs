@@ -425,11 +425,17 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let (p1, p2) = (ProjectId::parse("p1").unwrap(), ProjectId::parse("p2").unwrap());
+        let (p1, p2) = (
+            ProjectId::parse("p1").unwrap(),
+            ProjectId::parse("p2").unwrap(),
+        );
         let s = SessionId::parse("s").unwrap();
         store.attach_session(&agent, &p1, &s, now).await.unwrap();
         store.attach_session(&agent, &p1, &s, now).await.unwrap();
-        let error = store.attach_session(&agent, &p2, &s, now).await.unwrap_err();
+        let error = store
+            .attach_session(&agent, &p2, &s, now)
+            .await
+            .unwrap_err();
         assert_eq!(error.code, crate::error::ErrorCode::Conflict);
         assert_eq!(
             store.session_project(&agent, &s).await.unwrap(),

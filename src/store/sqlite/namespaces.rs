@@ -70,11 +70,12 @@ async fn max_entries_of(
     conn: &mut SqliteConnection,
     namespace: &NamespaceName,
 ) -> MemoryResult<usize> {
-    let row: Option<(i64,)> = sqlx::query_as("SELECT max_entries FROM kv_namespaces WHERE name = ?")
-        .bind(namespace.as_str())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(backend_error)?;
+    let row: Option<(i64,)> =
+        sqlx::query_as("SELECT max_entries FROM kv_namespaces WHERE name = ?")
+            .bind(namespace.as_str())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(backend_error)?;
     row.map(|(max,)| max.max(1) as usize)
         .ok_or_else(|| no_such_namespace(namespace))
 }
