@@ -915,3 +915,45 @@ async fn concurrent_puts_from_many_nodes_never_exceed_max_entries_or_lose_a_writ
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_puts_keep_working_while_the_namespaces_actor_restarts() {
+    let app = spawn_app().await;
+    assert_status(
+        put(&app, "/v1/namespaces/sturdy", &json!({"max_entries": 100})).await,
+        StatusCode::OK,
+    )
+    .await;
+    for i in 0..40 {
+        if i % 10 == 5 {
+            assert_status(
+                app.post("/v1/admin/actors/namespaces/fail", &json!({}))
+                    .await,
+                StatusCode::ACCEPTED,
+            )
+            .await;
+        }
+        kv_put(&app, "sturdy", "n1", &format!("k{i}"), json!(i), json!({})).await;
+    }
+    let restarted = eventually(Duration::from_secs(10), || async {
+        let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+        health["actors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "namespaces" && a["restarts"].as_u64() >= Some(1))
+            && health["status"] == "ok"
+    })
+    .await;
+    assert!(restarted, "the namespaces actor was restarted");
+    let s = stats(&app, "sturdy").await;
+    assert_eq!(
+        (s["entries"].clone(), s["puts"].clone()),
+        (json!(40), json!(40))
+    );
+    assert_eq!(
+        assert_status(app.get("/health").await, StatusCode::OK).await["backends"]["namespaces"]
+            ["backend"],
+        "sqlite"
+    );
+}

@@ -869,6 +869,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_cluster_never_mixes_projects_and_its_abstraction_stays_in_its_project() {
+        let f = fixture();
+        let now = f.clock.now();
+        let vault = crate::namespaces::ProjectId::parse("vault").unwrap();
+        let texts = [
+            "I drank a flat white coffee at the Blue Bottle cafe this morning",
+            "Had a flat white coffee at Blue Bottle cafe again today",
+            "Morning flat white coffee at the Blue Bottle cafe, as usual",
+            "Another flat white coffee at the Blue Bottle cafe before work",
+        ];
+        let mut in_vault = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let memory = remember(&f, text, now - Duration::hours(3), None).await;
+            // Three in the project, one outside it: only the three may form a cluster.
+            if i < 3 {
+                let mut next = memory.clone();
+                next.project_id = Some(vault.clone());
+                next.version += 1;
+                f.args
+                    .store
+                    .update(&next, &version_of(&memory, "test", now), None)
+                    .await
+                    .unwrap();
+                in_vault.push(next.id.clone());
+            }
+        }
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.consolidated, 3, "{}", run.report);
+        let all = f.store.agent_memories(&f.agent).await.unwrap();
+        let derived = all
+            .iter()
+            .find(|m| m.memory_type == MemoryType::Semantic)
+            .expect("the project's cluster was abstracted");
+        assert_eq!(derived.project_id.as_ref(), Some(&vault));
+        for memory in &all {
+            let consolidated = memory.consolidation_level >= 1.0 && memory.id != derived.id;
+            assert_eq!(consolidated, in_vault.contains(&memory.id), "{memory:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn clusters_become_knowledge_linked_to_their_sources_and_a_second_run_changes_nothing() {
         let f = fixture();
         let (coffee, deploys, loner) = seed_clusters(&f).await;
