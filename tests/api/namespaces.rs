@@ -547,6 +547,20 @@ async fn kv_namespace_is_shared_by_every_node_that_names_it() {
     )
     .await;
     assert_eq!(seen["value"], json!({"owner": "worker-7"}));
+    // The routes are in the OpenAPI document.
+    let openapi = assert_status(app.get("/openapi.json").await, StatusCode::OK).await;
+    for path in [
+        "/v1/projects",
+        "/v1/projects/{project_id}",
+        "/v1/projects/{project_id}/sessions/{session_id}",
+        "/v1/namespaces/{namespace}",
+        "/v1/namespaces/{namespace}/stats",
+        "/v1/namespaces/{namespace}/entries",
+        "/v1/namespaces/{namespace}/entries/{key}",
+        "/v1/namespaces/{namespace}/search",
+    ] {
+        assert!(openapi["paths"][path].is_object(), "openapi lacks {path}");
+    }
     // Another namespace is another store.
     assert_error(
         app.get("/v1/namespaces/crew2/entries/task:1").await,
