@@ -2157,7 +2157,8 @@ impl Runtime {
                 format!("limit must be between 1 and {max}"),
             ));
         }
-        self.get(Some(agent), seed)
+        let seed_memory = self
+            .get(Some(agent), seed)
             .await
             .map_err(|e| with_field(e, "seed_id"))?;
         let edges = self
@@ -2177,12 +2178,20 @@ impl Runtime {
                 reply,
             })
             .await?;
+        // Activation does not carry an isolated project's memories out of it: from a seed
+        // outside that project they are not returned (paths through them still count).
+        let isolated = self.isolated_among(&memories).await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         Ok(activations
             .into_iter()
             .filter_map(|a| {
                 let memory = by_id.get(&a.id)?;
-                (memory.status == MemoryStatus::Active).then(|| ActivatedMemory {
+                let walled_off = memory.project_id != seed_memory.project_id
+                    && memory
+                        .project_id
+                        .as_ref()
+                        .is_some_and(|p| isolated.contains(&(memory.agent_id.clone(), p.clone())));
+                (memory.status == MemoryStatus::Active && !walled_off).then(|| ActivatedMemory {
                     memory: (*memory).clone(),
                     activation: a.activation,
                     path: a.path,

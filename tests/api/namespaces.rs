@@ -40,6 +40,25 @@ fn ids(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Ids reached by spreading activation from `seed` (alice's).
+async fn spread(app: &TestApp, seed: &str) -> Vec<String> {
+    let body = assert_status(
+        app.post(
+            "/tools/spreading_activation",
+            &json!({"agent_id": "alice", "seed_id": seed}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["memory"]["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn id(body: &Value) -> String {
     body["memory"]["id"].as_str().unwrap().to_string()
 }
@@ -119,6 +138,21 @@ async fn isolated_project_memories_never_leave_their_project_and_open_ones_are_s
     .await;
     assert!(context["context"].as_str().unwrap().contains("bluebird"));
 
+    // Spreading activation does not carry the isolated memory out of its project either.
+    assert_status(
+        app.post(
+            "/tools/associate",
+            &json!({"agent_id": "alice", "from_id": open, "to_id": secret}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    let from_open = spread(&app, &open).await;
+    assert!(!from_open.contains(&secret), "{from_open:?}");
+    let from_secret = spread(&app, &secret).await;
+    assert!(from_secret.contains(&open), "{from_secret:?}");
+
     // Lifting isolation applies at once to the memories already there.
     let changed = project(&app, "alice", "secret", false).await;
     assert_eq!(changed["created_at"], created["created_at"]);
@@ -131,6 +165,8 @@ async fn isolated_project_memories_never_leave_their_project_and_open_ones_are_s
         bob.contains(&secret),
         "shared and no longer isolated: {bob:?}"
     );
+    let from_open = spread(&app, &open).await;
+    assert!(from_open.contains(&secret), "{from_open:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
