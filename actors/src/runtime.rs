@@ -1568,6 +1568,7 @@ impl Runtime {
             limit: fetch,
             cursor: None,
             occurred: Some(range),
+            project_id: None,
         });
         let settings = self.inner.config.recall;
         let (

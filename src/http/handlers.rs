@@ -183,6 +183,7 @@ pub async fn list_memories(
         limit: params.limit.unwrap_or(50),
         cursor: params.cursor.map(MemoryId),
         occurred: None,
+        project_id: project("project_id", params.project_id.as_deref())?,
     };
     let (memories, next) = state.runtime.list(query).await?;
     Ok(Json(ListResponse {

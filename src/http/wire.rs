@@ -764,6 +764,8 @@ pub struct ListParams {
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Only memories of this project.
+    pub project_id: Option<String>,
 }
 
 /// A page of memories.

@@ -590,6 +590,11 @@ impl MemoryStore for SqliteStore {
         if let Some(cursor) = &query.cursor {
             builder.push(" AND id < ").push_bind(cursor.as_str());
         }
+        if let Some(project) = &query.project_id {
+            builder
+                .push(" AND project_id = ")
+                .push_bind(project.as_str());
+        }
         match &query.occurred {
             Some(range) => {
                 builder

@@ -273,6 +273,27 @@ async fn sessions_attached_to_a_project_put_their_memories_in_it() {
         .await;
     assert_ne!(a, id(&b));
     assert!(b["deduplicated_into"].is_null());
+    // Browsing by project.
+    let in_p2 = assert_status(
+        app.get("/v1/memories?agent_id=alice&project_id=p2").await,
+        StatusCode::OK,
+    )
+    .await;
+    let projects: Vec<&str> = in_p2["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["project_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(projects, vec!["p2", "p2", "p2"]);
+    assert_error(
+        app.get("/v1/memories?agent_id=alice&project_id=b%20d")
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("project_id"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
