@@ -146,6 +146,7 @@ impl Application {
             started: Instant::now(),
             mcp_allowed_hosts: self.settings.server.mcp_allowed_hosts.clone(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
         };
         let mcp_sessions = state.shutdown.clone();
         let router = crate::http::router(state, self.settings.server.max_body_bytes);

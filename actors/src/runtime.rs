@@ -36,6 +36,7 @@ use crate::policy::consolidation::PromotePolicy;
 use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::schedule::{Schedule, ScheduleZone};
+use crate::policy::session::SessionSettings;
 use crate::policy::stats::{agent_stats, AgentStats};
 use crate::policy::time::{find_time_expression, TimeRange};
 use crate::store::{
@@ -49,6 +50,11 @@ use crate::supervisor::{
 
 mod namespaces;
 pub use namespaces::{KvPutInput, NamespaceSettings, ProjectInput};
+
+mod sessions;
+pub use sessions::{
+    CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
+};
 
 /// Input limits; exceeding one is a typed error naming the field.
 #[derive(Debug, Clone, Copy)]
@@ -196,6 +202,8 @@ pub struct RuntimeConfig {
     pub extraction_max_per_turn: usize,
     /// Bounds of KV namespaces.
     pub namespaces: NamespaceSettings,
+    /// Session windows, TTL and compaction.
+    pub sessions: SessionSettings,
 }
 
 impl Default for RuntimeConfig {
@@ -232,6 +240,7 @@ impl Default for RuntimeConfig {
             arbiter_timeout: Duration::from_secs(2),
             extraction_max_per_turn: 8,
             namespaces: NamespaceSettings::default(),
+            sessions: SessionSettings::default(),
         }
     }
 }
@@ -479,6 +488,10 @@ struct RuntimeInner {
     namespaces_backend: &'static str,
     /// Model consulted when the rules are unsure.
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
+    /// Summarises sessions on compaction.
+    thought: Arc<dyn crate::thought::InnerThought>,
+    /// Sessions with a background compaction running (one at a time per session).
+    compacting: std::sync::Mutex<std::collections::HashSet<(AgentId, SessionId)>>,
 }
 
 impl Runtime {
@@ -547,6 +560,8 @@ impl Runtime {
                 arbiter: parts.arbiter.clone(),
                 inner_thought: parts.thought.provider_name(),
                 namespaces_backend: parts.namespaces.backend_name(),
+                thought: parts.thought.clone(),
+                compacting: Default::default(),
                 backends: (
                     parts.memories.backend_name(),
                     parts.graph.backend_name(),
@@ -968,7 +983,16 @@ impl Runtime {
                 "give the user's message, the assistant's reply, or both",
             ));
         }
-        let candidates = crate::policy::extraction::extract(user, assistant, budget);
+        let thought = self
+            .inner
+            .thought
+            .extract_exchange(user, assistant, budget)
+            .await;
+        if let Some(why) = &thought.fallback {
+            tracing::debug!(reason = %why, "extract_turn fell back to rules");
+        }
+        let mut candidates = thought.value;
+        candidates.truncate(budget);
         let inputs: Vec<RememberInput> = candidates
             .into_iter()
             // A procedure stitched from a long reply may outgrow the content limit: skip it.

@@ -4,6 +4,7 @@
 pub mod error;
 pub mod handlers;
 pub mod namespaces;
+pub mod sessions;
 pub mod tools;
 pub mod wire;
 
@@ -41,6 +42,8 @@ pub struct AppState {
     pub mcp_allowed_hosts: Vec<String>,
     /// Cancelled at shutdown so open MCP sessions and streams end and the drain can finish.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The OpenAI-compatible memory proxy (`/v1/chat/completions`).
+    pub proxy: crate::proxy::Proxy,
 }
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process).
@@ -225,6 +228,9 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         handlers::delete_memory,
         handlers::memory_history_resource,
         handlers::cognition_runs,
+        sessions::post_messages,
+        sessions::get_messages,
+        sessions::compact,
         handlers::health,
         handlers::metrics,
         namespaces::put_project,
@@ -319,6 +325,13 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             "/v1/namespaces/{namespace}/search",
             post(namespaces::search_entries),
         )
+        .route(
+            "/v1/sessions/{id}/messages",
+            post(sessions::post_messages).get(sessions::get_messages),
+        )
+        .route("/v1/sessions/{id}/compact", post(sessions::compact))
+        .route("/v1/chat/completions", post(crate::proxy::chat_completions))
+        .route("/v1/models", get(crate::proxy::models))
         .route("/v1/admin/archive", post(handlers::archive))
         .route(
             "/v1/admin/actors/{child}/fail",

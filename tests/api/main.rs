@@ -8,5 +8,7 @@ mod helpers;
 mod lifecycle;
 mod mcp;
 mod namespaces;
+mod proxy;
 mod resources;
+mod sessions;
 mod tools;

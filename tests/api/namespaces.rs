@@ -1028,3 +1028,68 @@ async fn kv_puts_keep_working_while_the_namespaces_actor_restarts() {
         "sqlite"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_in_an_isolated_project_keeps_its_archive_and_extractions_in_the_project() {
+    let app = spawn_app().await;
+    project(&app, "alice", "vault", true).await;
+    assert_status(
+        put(
+            &app,
+            "/v1/projects/vault/sessions/chat",
+            &json!({"agent_id": "alice"}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    for (role, content) in [
+        (
+            "user",
+            "I prefer the vault combination written as 4-8-15-16.",
+        ),
+        (
+            "assistant",
+            "Noted: the vault combination format is 4-8-15-16.",
+        ),
+    ] {
+        assert_status(
+            app.post(
+                "/v1/sessions/chat/messages",
+                &json!({"agent_id": "alice", "role": role, "content": content}),
+            )
+            .await,
+            StatusCode::CREATED,
+        )
+        .await;
+    }
+    let report = assert_status(
+        app.post("/v1/sessions/chat/compact", &json!({"agent_id": "alice"}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(report["compacted"], true, "{report}");
+    // The archive (and whatever the background extraction stored) is in the project.
+    let archived = eventually(Duration::from_secs(10), || async {
+        let listed = assert_status(
+            app.get("/v1/memories?agent_id=alice&tag=archive_summary")
+                .await,
+            StatusCode::OK,
+        )
+        .await;
+        !listed["memories"].as_array().unwrap().is_empty()
+    })
+    .await;
+    assert!(archived, "the compaction stored an archive memory");
+    let all = assert_status(app.get("/v1/memories?agent_id=alice").await, StatusCode::OK).await;
+    for memory in all["memories"].as_array().unwrap() {
+        assert_eq!(memory["project_id"], "vault", "{memory}");
+    }
+    let outside = ids(&app.recall("alice", "vault combination", json!({})).await);
+    assert!(outside.is_empty(), "{outside:?}");
+    let inside = ids(&app
+        .recall("alice", "vault combination", json!({"project_id": "vault"}))
+        .await);
+    assert!(!inside.is_empty());
+}

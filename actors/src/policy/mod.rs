@@ -12,5 +12,6 @@ pub mod lru;
 pub mod retention;
 pub mod routing;
 pub mod schedule;
+pub mod session;
 pub mod stats;
 pub mod time;
