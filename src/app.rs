@@ -58,14 +58,30 @@ impl Services {
         let embedder = crate::embedding::from_settings(&settings.embedding)
             .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
         let (thought, arbiter) = inner_thought(settings);
+        let working: Arc<dyn mnemos_actors::store::WorkingStore> =
+            match settings.working.backend.as_str() {
+                "redis" => Arc::new(
+                    crate::working::RedisWorkingStore::connect(
+                        &settings.working.url,
+                        settings.working.window,
+                        settings.working.ttl_seconds,
+                        std::time::Duration::from_millis(settings.working.timeout_ms),
+                    )
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message)
+                    })?,
+                ),
+                _ => Arc::new(InMemoryWorkingStore::new(
+                    settings.working.window,
+                    settings.working.ttl_seconds,
+                )),
+            };
         let parts = RuntimeParts {
             memories: store.clone(),
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
             graph: store.clone(),
-            working: Arc::new(InMemoryWorkingStore::new(
-                settings.working.window,
-                settings.working.ttl_seconds,
-            )),
+            working,
             namespaces: store.clone(),
             embedder,
             clock: Arc::new(SystemClock),

@@ -117,8 +117,12 @@ pub struct VectorSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkingSettings {
-    /// `memory`.
+    /// `memory` (in-process) or `redis`.
     pub backend: String,
+    /// Redis URL when `backend = "redis"` (`redis://127.0.0.1:6379/0`).
+    pub url: String,
+    /// Budget of one Redis call in milliseconds; past it the call falls back in-process.
+    pub timeout_ms: u64,
     /// Items per session.
     pub window: usize,
     /// Session expiry after the last write.
@@ -475,14 +479,31 @@ impl Settings {
         if self.vectors.hnsw_threshold < 100 {
             return Err(bad("vectors.hnsw_threshold", "must be at least 100"));
         }
-        if self.working.backend != "memory" {
-            return Err(bad(
-                "working.backend",
-                format!(
-                    "unknown backend {:?}; this build supports \"memory\"",
-                    self.working.backend
-                ),
-            ));
+        match self.working.backend.as_str() {
+            "memory" => {}
+            "redis" => {
+                if !(self.working.url.starts_with("redis://")
+                    || self.working.url.starts_with("rediss://")
+                    || self.working.url.starts_with("unix://"))
+                {
+                    return Err(bad(
+                        "working.url",
+                        format!(
+                            "working.backend = \"redis\" needs a redis:// URL (got {:?})",
+                            self.working.url
+                        ),
+                    ));
+                }
+                if self.working.timeout_ms == 0 {
+                    return Err(bad("working.timeout_ms", "must be at least 1"));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "working.backend",
+                    format!("unknown backend {other:?}; use \"memory\" or \"redis\""),
+                ))
+            }
         }
         if self.working.window == 0 {
             return Err(bad("working.window", "must be at least 1"));

@@ -18,3 +18,4 @@ pub mod proxy;
 pub mod store;
 pub mod telemetry;
 pub mod vectors;
+pub mod working;

@@ -459,6 +459,8 @@ pub struct RuntimeHealth {
     pub working_backend: &'static str,
     /// Projects and KV namespaces backend name.
     pub namespaces_backend: &'static str,
+    /// Why working memory is serving from its fallback, if it is.
+    pub working_degraded: Option<String>,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
 }
@@ -490,6 +492,8 @@ struct RuntimeInner {
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
     /// Summarises sessions on compaction.
     thought: Arc<dyn crate::thought::InnerThought>,
+    /// The working-memory store, asked for its degraded state by health.
+    working: Arc<dyn WorkingStore>,
     /// Sessions with a background compaction running (one at a time per session).
     compacting: std::sync::Mutex<std::collections::HashSet<(AgentId, SessionId)>>,
 }
@@ -561,6 +565,7 @@ impl Runtime {
                 inner_thought: parts.thought.provider_name(),
                 namespaces_backend: parts.namespaces.backend_name(),
                 thought: parts.thought.clone(),
+                working: parts.working.clone(),
                 compacting: Default::default(),
                 backends: (
                     parts.memories.backend_name(),
@@ -620,6 +625,7 @@ impl Runtime {
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
             namespaces_backend: self.inner.namespaces_backend,
+            working_degraded: self.inner.working.degraded(),
             inner_thought: self.inner.inner_thought,
         }
     }

@@ -9,6 +9,7 @@ mod lifecycle;
 mod mcp;
 mod namespaces;
 mod proxy;
+mod redis_working;
 mod resources;
 mod sessions;
 mod tools;

@@ -388,6 +388,10 @@ pub struct WorkingItem {
 pub trait WorkingStore: Send + Sync + 'static {
     /// Short backend name for health (`memory`, `redis`).
     fn backend_name(&self) -> &'static str;
+    /// Why the backend is serving from a fallback, if it is (shown in `/health`).
+    fn degraded(&self) -> Option<String> {
+        None
+    }
     /// Append to a session's window (dropping the oldest beyond the window size) and refresh its TTL.
     async fn push(
         &self,
