@@ -400,6 +400,8 @@ impl NamespaceStore for SqliteStore {
             return Ok(Vec::new());
         }
         // Candidates: live entries whose key, tags or value contain a query term; ranked in Rust.
+        // SQLite's lower() folds ASCII only, so a non-ASCII capital in a stored value is
+        // found only by a query that spells it in lower case.
         let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
             "SELECT {ENTRY_COLUMNS} FROM kv_entries WHERE namespace = "
         ));
