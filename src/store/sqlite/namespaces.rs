@@ -399,9 +399,9 @@ impl NamespaceStore for SqliteStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // Candidates: live entries whose key, tags or value contain a query term; ranked in Rust.
-        // SQLite's lower() folds ASCII only, so a non-ASCII capital in a stored value is
-        // found only by a query that spells it in lower case.
+        // Candidates: live entries whose key, tags or value contain a query term; ranked in
+        // Rust. SQLite's lower() folds ASCII only, so a query with a non-ASCII word reads
+        // every live entry of the namespace instead (it is bounded by max_entries).
         let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
             "SELECT {ENTRY_COLUMNS} FROM kv_entries WHERE namespace = "
         ));
@@ -409,17 +409,20 @@ impl NamespaceStore for SqliteStore {
             .push_bind(namespace.as_str())
             .push(" AND (expires_at IS NULL OR expires_at > ")
             .push_bind(format_time(&now))
-            .push(") AND (");
-        for (i, term) in terms.iter().take(MAX_PREFILTER_TERMS).enumerate() {
-            if i > 0 {
-                builder.push(" OR ");
+            .push(")");
+        if terms.iter().all(|t| t.is_ascii()) {
+            builder.push(" AND (");
+            for (i, term) in terms.iter().take(MAX_PREFILTER_TERMS).enumerate() {
+                if i > 0 {
+                    builder.push(" OR ");
+                }
+                builder
+                    .push("instr(lower(key || ' ' || tags || ' ' || value), ")
+                    .push_bind(term.as_str())
+                    .push(") > 0");
             }
-            builder
-                .push("instr(lower(key || ' ' || tags || ' ' || value), ")
-                .push_bind(term.as_str())
-                .push(") > 0");
+            builder.push(")");
         }
-        builder.push(")");
         let rows = builder
             .build()
             .fetch_all(&mut *conn)
@@ -693,6 +696,10 @@ mod tests {
         assert_eq!(listed.len(), 1);
         let found = store.kv_search(&ns, "deploy", 10, now).await.unwrap();
         assert_eq!(found[0].0.key, "t");
+        let accented = simple_put(&ns, &agent, "u", json!("École du Louvre"), now);
+        store.kv_put(&accented).await.unwrap();
+        let found = store.kv_search(&ns, "école", 10, now).await.unwrap();
+        assert_eq!(found[0].0.key, "u");
         assert!(store.kv_get(&ns, "zzz", now).await.is_err());
         assert_eq!(store.kv_stats(&ns, now).await.unwrap().misses, 1);
     }
