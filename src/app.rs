@@ -93,6 +93,7 @@ impl Services {
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
             graph: store.clone(),
             working,
+            namespaces: store.clone(),
             embedder,
             clock: Arc::new(SystemClock),
             arbiter,

@@ -51,6 +51,8 @@ pub struct Settings {
     pub contradiction: ContradictionSettings,
     /// Mining exchanges for memories (`extract_turn`).
     pub extraction: ExtractionSettings,
+    /// KV namespaces.
+    pub namespaces: NamespacesConfig,
     /// Session message logs, windows and compaction.
     pub sessions: SessionsConfig,
     /// The OpenAI-compatible memory proxy.
@@ -241,6 +243,20 @@ pub struct ContradictionSettings {
 pub struct ExtractionSettings {
     /// Most memories one `extract_turn` call stores.
     pub max_memories_per_turn: usize,
+}
+
+/// `[namespaces]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespacesConfig {
+    /// `max_entries` of a namespace created by its first put.
+    pub default_max_entries: usize,
+    /// Largest `max_entries` a namespace may be given.
+    pub max_entries_limit: usize,
+    /// Largest value (as JSON) in bytes.
+    pub max_value_bytes: usize,
+    /// Longest key in bytes.
+    pub max_key_bytes: usize,
 }
 
 /// `[sessions]`.
@@ -609,10 +625,29 @@ impl Settings {
                 "extraction.max_memories_per_turn",
                 self.extraction.max_memories_per_turn,
             ),
+            (
+                "namespaces.default_max_entries",
+                self.namespaces.default_max_entries,
+            ),
+            (
+                "namespaces.max_entries_limit",
+                self.namespaces.max_entries_limit,
+            ),
+            (
+                "namespaces.max_value_bytes",
+                self.namespaces.max_value_bytes,
+            ),
+            ("namespaces.max_key_bytes", self.namespaces.max_key_bytes),
         ] {
             if value == 0 {
                 return Err(bad(key, "must be at least 1"));
             }
+        }
+        if self.namespaces.default_max_entries > self.namespaces.max_entries_limit {
+            return Err(bad(
+                "namespaces.default_max_entries",
+                "must not exceed namespaces.max_entries_limit",
+            ));
         }
         if !(0.0..=1.0).contains(&self.memory.default_importance) {
             return Err(bad("memory.default_importance", "must be between 0 and 1"));
@@ -869,6 +904,12 @@ impl Settings {
                 Duration::from_millis(self.projector.retry_initial_ms),
                 Duration::from_millis(self.projector.retry_max_ms),
             ),
+            namespaces: mnemos_actors::runtime::NamespaceSettings {
+                default_max_entries: self.namespaces.default_max_entries,
+                max_entries_limit: self.namespaces.max_entries_limit,
+                max_value_bytes: self.namespaces.max_value_bytes,
+                max_key_bytes: self.namespaces.max_key_bytes,
+            },
             sessions: mnemos_actors::policy::session::SessionSettings {
                 window: self.sessions.window,
                 ttl: chrono::Duration::seconds(

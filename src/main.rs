@@ -334,6 +334,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 limit,
                 cursor: cursor.map(MemoryId),
                 occurred: None,
+                project_id: None,
             };
             let (memories, next) = runtime.list(query).await.map_err(user_error)?;
             let response = ListResponse {

@@ -183,6 +183,7 @@ pub async fn list_memories(
         limit: params.limit.unwrap_or(50),
         cursor: params.cursor.map(MemoryId),
         occurred: None,
+        project_id: project("project_id", params.project_id.as_deref())?,
     };
     let (memories, next) = state.runtime.list(query).await?;
     Ok(Json(ListResponse {
@@ -286,7 +287,7 @@ pub async fn inject_fault(
     let kind = ChildKind::parse(&child).ok_or_else(|| {
         MemoryError::invalid(
             "child",
-            "unknown actor; use working, episodic, vectors, graph, consolidator or cognition",
+            "unknown actor; use working, episodic, vectors, graph, namespaces, consolidator or cognition",
         )
     })?;
     state.runtime.inject_fault(kind)?;
@@ -364,6 +365,7 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
             "state": if health.working_degraded.is_some() { "degraded" } else { state_of(ChildKind::Working) },
             "fallback": health.working_degraded,
         },
+        "namespaces": { "backend": health.namespaces_backend, "state": state_of(ChildKind::Namespaces) },
         "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
     });
     Json(HealthView {

@@ -28,6 +28,8 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
+mod namespaces;
+
 /// The migrations of the SQLite schema, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -40,12 +42,12 @@ pub struct SqliteStore {
 
 const MEMORY_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
-     metadata, source_path, source_hash, version";
+     metadata, source_path, source_hash, version, project_id";
 
 /// The columns written on insert: [`MEMORY_COLUMNS`] plus the derived content hash.
 const INSERT_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
-     metadata, source_path, source_hash, version, content_hash";
+     metadata, source_path, source_hash, version, content_hash, project_id";
 
 fn backend_error(error: sqlx::Error) -> MemoryError {
     MemoryError::unavailable(format!("sqlite: {error}"))
@@ -82,6 +84,7 @@ fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
     let source_path: Option<String> = row.try_get("source_path").map_err(get_err)?;
     let source_hash: Option<String> = row.try_get("source_hash").map_err(get_err)?;
     let agent: String = row.try_get("agent_id").map_err(get_err)?;
+    let project_id: Option<String> = row.try_get("project_id").map_err(get_err)?;
     Ok(Memory {
         id: MemoryId(row.try_get("id").map_err(get_err)?),
         agent_id: AgentId::parse(&agent)?,
@@ -92,6 +95,10 @@ fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
         tags: serde_json::from_str(&tags)
             .map_err(|e| MemoryError::internal(format!("corrupt tags: {e}")))?,
         session_id: session_id.as_deref().map(SessionId::parse).transpose()?,
+        project_id: project_id
+            .as_deref()
+            .map(mnemos_actors::namespaces::ProjectId::parse)
+            .transpose()?,
         occurred_at: parse_time(row.try_get("occurred_at").map_err(get_err)?)?,
         created_at: parse_time(row.try_get("created_at").map_err(get_err)?)?,
         updated_at: parse_time(row.try_get("updated_at").map_err(get_err)?)?,
@@ -218,7 +225,8 @@ async fn insert_records(conn: &mut SqliteConnection, records: &[StoredMemory]) -
                 .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
                 .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
                 .push_bind(i64::from(m.version))
-                .push_bind(normalized_hash(&m.content));
+                .push_bind(normalized_hash(&m.content))
+                .push_bind(m.project_id.as_ref().map(|p| p.as_str()));
         });
         builder
             .build()
@@ -270,7 +278,7 @@ async fn update_record(
     let updated = sqlx::query(
             "UPDATE memories SET memory_type = ?, content = ?, title = ?, importance = ?, tags = ?, session_id = ?, \
              occurred_at = ?, updated_at = ?, last_accessed_at = ?, access_count = ?, consolidation_level = ?, \
-             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ? \
+             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ?, project_id = ? \
              WHERE id = ? AND version = ?",
         )
         .bind(next.memory_type.as_str())
@@ -293,6 +301,7 @@ async fn update_record(
         .bind(next.source.as_ref().map(|s| s.hash.as_str()))
         .bind(i64::from(next.version))
         .bind(normalized_hash(&next.content))
+        .bind(next.project_id.as_ref().map(|p| p.as_str()))
         .bind(next.id.as_str())
         .bind(i64::from(previous.version))
         .execute(&mut *conn)
@@ -581,6 +590,11 @@ impl MemoryStore for SqliteStore {
         }
         if let Some(cursor) = &query.cursor {
             builder.push(" AND id < ").push_bind(cursor.as_str());
+        }
+        if let Some(project) = &query.project_id {
+            builder
+                .push(" AND project_id = ")
+                .push_bind(project.as_str());
         }
         match &query.occurred {
             Some(range) => {

@@ -8,6 +8,7 @@ mod falkordb;
 mod helpers;
 mod lifecycle;
 mod mcp;
+mod namespaces;
 mod proxy;
 mod redis_working;
 mod resources;

@@ -268,6 +268,7 @@ async fn health_metrics_and_openapi_describe_the_server() {
             "episodic",
             "vectors",
             "graph",
+            "namespaces",
             "consolidator",
             "cognition"
         ]

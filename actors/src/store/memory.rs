@@ -210,6 +210,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .filter(|m| query.status.is_none_or(|s| m.status == s))
             .filter(|m| query.tag.as_ref().is_none_or(|t| m.tags.contains(t)))
             .filter(|m| query.occurred.is_none_or(|r| r.contains(m.occurred_at)))
+            .filter(|m| query.project_id.is_none() || m.project_id == query.project_id)
             .cloned()
             .collect::<Vec<_>>())
         .map(|mut found: Vec<Memory>| {

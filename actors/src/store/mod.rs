@@ -7,6 +7,7 @@
 //! files at all; the service (`src/`) adds SQLite and an HNSW index.
 
 pub mod memory;
+pub mod namespaces;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -43,6 +44,8 @@ pub struct ListQuery {
     pub cursor: Option<MemoryId>,
     /// Only memories that occurred in this range, newest occurrence first (instead of newest id first).
     pub occurred: Option<crate::policy::time::TimeRange>,
+    /// Only memories of this project (of the owner).
+    pub project_id: Option<crate::namespaces::ProjectId>,
 }
 
 /// A keyword (BM25) search within one agent's scope.
