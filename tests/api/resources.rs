@@ -270,6 +270,7 @@ async fn health_metrics_and_openapi_describe_the_server() {
             "graph",
             "namespaces",
             "consolidator",
+            "projector",
             "cognition"
         ]
     );
