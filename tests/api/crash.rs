@@ -61,6 +61,7 @@ async fn start_server(data_dir: &std::path::Path, graph_url: &str) -> Server {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let _ = child.kill();
+        let _ = child.wait();
     }
     panic!("mnemos serve did not start; logs in {}", data_dir.display());
 }
