@@ -69,6 +69,28 @@ impl Services {
                 .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?,
             ));
         }
+        if settings.vectors.backend == "qdrant" {
+            let qdrant = crate::vectors_qdrant::QdrantProjection::new(
+                &settings.vectors.url,
+                &settings.vectors.collection,
+                embedder.dimension(),
+                store.clone(),
+                std::time::Duration::from_millis(settings.vectors.timeout_ms),
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
+            // A collection of the wrong shape refuses to start; an unreachable Qdrant
+            // only leaves the projection behind until it answers.
+            match qdrant.ensure_collection().await {
+                Ok(()) => {}
+                Err(e) if e.code == mnemos_actors::ErrorCode::InvalidArgument => {
+                    anyhow::bail!("{}: {}", e.field.unwrap_or_default(), e.message)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Qdrant is unreachable; its projection starts behind")
+                }
+            }
+            projections.push(Arc::new(qdrant));
+        }
         if settings.graph.backend == "neo4j" {
             projections.push(Arc::new(
                 crate::graph::neo4j::Neo4jProjection::new(

@@ -111,8 +111,14 @@ pub struct EmbeddingSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VectorSettings {
-    /// `embedded`.
+    /// `embedded` (in-process only) or `qdrant` (plus a Qdrant projection).
     pub backend: String,
+    /// Qdrant gRPC URL for `qdrant` (`http://127.0.0.1:6334`).
+    pub url: String,
+    /// Qdrant collection name.
+    pub collection: String,
+    /// Budget of one Qdrant call in milliseconds.
+    pub timeout_ms: u64,
     /// Partition size from which an HNSW graph is kept.
     pub hnsw_threshold: usize,
 }
@@ -503,14 +509,33 @@ impl Settings {
                 "must be between 8 and 4096",
             ));
         }
-        if self.vectors.backend != "embedded" {
-            return Err(bad(
-                "vectors.backend",
-                format!(
-                    "unknown backend {:?}; this build supports \"embedded\"",
-                    self.vectors.backend
-                ),
-            ));
+        match self.vectors.backend.as_str() {
+            "embedded" => {}
+            "qdrant" => {
+                if !(self.vectors.url.starts_with("http://")
+                    || self.vectors.url.starts_with("https://"))
+                {
+                    return Err(bad(
+                        "vectors.url",
+                        format!(
+                            "vectors.backend = \"qdrant\" needs Qdrant's gRPC URL, e.g. http://127.0.0.1:6334 (got {:?})",
+                            self.vectors.url
+                        ),
+                    ));
+                }
+                if self.vectors.collection.is_empty() || self.vectors.timeout_ms == 0 {
+                    return Err(bad(
+                        "vectors.collection",
+                        "vectors.collection must be set and vectors.timeout_ms at least 1",
+                    ));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "vectors.backend",
+                    format!("unknown backend {other:?}; use \"embedded\" or \"qdrant\""),
+                ))
+            }
         }
         if self.vectors.hnsw_threshold < 100 {
             return Err(bad("vectors.hnsw_threshold", "must be at least 100"));

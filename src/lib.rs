@@ -19,4 +19,5 @@ pub mod proxy;
 pub mod store;
 pub mod telemetry;
 pub mod vectors;
+pub mod vectors_qdrant;
 pub mod working;

@@ -12,6 +12,7 @@ mod mcp;
 mod namespaces;
 mod neo4j;
 mod proxy;
+mod qdrant;
 mod redis_working;
 mod resources;
 mod sessions;

@@ -1,0 +1,144 @@
+//! The Qdrant vector projection (`vectors.backend = "qdrant"`), against the server named
+//! by `MNEMOS_TEST_QDRANT_URL` (gRPC, e.g. `http://127.0.0.1:6334`). Qdrant cannot be
+//! installed on the CI machine: without the variable the suite prints a SKIPPED line
+//! naming it. Each test uses its own collection and deletes it afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mnemos::vectors_qdrant::QdrantProjection;
+use mnemos_actors::embedding::{BuiltinEmbedder, Embedder};
+use mnemos_actors::model::AgentId;
+use mnemos_actors::store::memory::InMemoryMemoryStore;
+use mnemos_actors::store::Projection;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn qdrant_or_skip(test: &str) -> Option<String> {
+    match std::env::var("MNEMOS_TEST_QDRANT_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            skipped(
+                test,
+                "set MNEMOS_TEST_QDRANT_URL (Qdrant's gRPC URL, e.g. http://127.0.0.1:6334) to run the Qdrant suite",
+            );
+            None
+        }
+    }
+}
+
+fn probe(url: &str, collection: &str, dimension: usize) -> QdrantProjection {
+    QdrantProjection::new(
+        url,
+        collection,
+        dimension,
+        Arc::new(InMemoryMemoryStore::new()),
+        Duration::from_secs(10),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn memories_reach_the_qdrant_collection_and_leave_it_on_delete_and_forget() {
+    let Some(url) =
+        qdrant_or_skip("memories_reach_the_qdrant_collection_and_leave_it_on_delete_and_forget")
+    else {
+        return;
+    };
+    let collection = format!("mnemos_test_{}", uuid::Uuid::new_v4().simple());
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.vectors.backend = "qdrant".into();
+    settings.vectors.url = url.clone();
+    settings.vectors.collection = collection.clone();
+    settings.projector.interval_ms = 50;
+    let app = spawn_with(settings, Some(temp)).await;
+    let qdrant = probe(&url, &collection, 256);
+    let embedder = BuiltinEmbedder::new(256);
+    let agent = AgentId::parse("qa").unwrap();
+
+    let mut ids = Vec::new();
+    for text in [
+        "the deploy script lives in ops",
+        "staging runs on port 5433",
+        "lunch is at noon",
+    ] {
+        let body = app.remember("qa", text, json!({})).await;
+        ids.push(body["memory"]["id"].as_str().unwrap().to_string());
+    }
+    let query = embedder.embed("staging runs on port 5433").unwrap();
+    let found = eventually(Duration::from_secs(60), || async {
+        qdrant
+            .search(&agent, query.clone(), false, 10)
+            .await
+            .is_ok_and(|hits| hits.len() == 3 && hits[0].0 .0 == ids[1])
+    })
+    .await;
+    assert!(
+        found,
+        "{:?}",
+        qdrant.search(&agent, query.clone(), false, 10).await
+    );
+    // Another agent's filter sees nothing.
+    let other = qdrant
+        .search(
+            &AgentId::parse("someone-else").unwrap(),
+            query.clone(),
+            false,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+
+    let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
+    assert_status(deleted, StatusCode::OK).await;
+    let forgot = app
+        .post("/tools/forget", &json!({"agent_id": "qa", "id": ids[2]}))
+        .await;
+    assert_status(forgot, StatusCode::OK).await;
+    let gone = eventually(Duration::from_secs(60), || async {
+        qdrant
+            .search(&agent, query.clone(), false, 10)
+            .await
+            .is_ok_and(|hits| hits.len() == 1 && hits[0].0 .0 == ids[0])
+    })
+    .await;
+    assert!(
+        gone,
+        "{:?}",
+        qdrant.search(&agent, query.clone(), false, 10).await
+    );
+    qdrant.reset().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_collection_of_another_dimension_is_refused_with_a_clear_error() {
+    let Some(url) =
+        qdrant_or_skip("a_collection_of_another_dimension_is_refused_with_a_clear_error")
+    else {
+        return;
+    };
+    let collection = format!("mnemos_test_{}", uuid::Uuid::new_v4().simple());
+    // Someone else's 1536-dimensional collection under the name mnemos is told to use.
+    let foreign = probe(&url, &collection, 1536);
+    foreign.ensure_collection().await.unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.vectors.backend = "qdrant".into();
+    settings.vectors.url = url.clone();
+    settings.vectors.collection = collection.clone();
+    let error = match try_spawn_with(settings, Some(temp)).await {
+        Ok(_) => {
+            panic!("a 1536-dimensional collection must be refused for 256-dimensional vectors")
+        }
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("vectors.collection") && error.contains("1536"),
+        "{error}"
+    );
+    foreign.reset().await.unwrap();
+}
