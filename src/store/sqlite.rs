@@ -1534,6 +1534,131 @@ mod tests {
         assert!(error.message.contains("384"));
     }
 
+    /// Records what a projection was asked to apply.
+    #[derive(Default)]
+    struct Recording {
+        changes: std::sync::Mutex<Vec<ProjectedChange>>,
+        applied: std::sync::Mutex<Option<u64>>,
+    }
+
+    #[async_trait]
+    impl mnemos_actors::store::Projection for Recording {
+        fn name(&self) -> &'static str {
+            "recording"
+        }
+        async fn applied(&self) -> MemoryResult<Option<u64>> {
+            Ok(*self.applied.lock().unwrap())
+        }
+        async fn apply(
+            &self,
+            changes: &[ProjectedChange],
+            through: Option<u64>,
+        ) -> MemoryResult<()> {
+            self.changes.lock().unwrap().extend_from_slice(changes);
+            if through.is_some() {
+                *self.applied.lock().unwrap() = through;
+            }
+            Ok(())
+        }
+        async fn reset(&self) -> MemoryResult<()> {
+            self.changes.lock().unwrap().clear();
+            *self.applied.lock().unwrap() = None;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn every_change_enqueues_an_outbox_entry_in_its_transaction() {
+        use mnemos_actors::actors::projector::catch_up;
+        let (store, _dir) = store().await;
+        let now = Utc::now();
+        let a = memory_fixture("alice", "a", now);
+        let b = memory_fixture("alice", "b", now);
+        store
+            .insert(&[
+                StoredMemory {
+                    memory: a.clone(),
+                    embedding: vec![1.0],
+                },
+                StoredMemory {
+                    memory: b.clone(),
+                    embedding: vec![1.0],
+                },
+            ])
+            .await
+            .unwrap();
+        store
+            .upsert_edge(&Association {
+                agent_id: a.agent_id.clone(),
+                from_id: a.id.clone(),
+                to_id: b.id.clone(),
+                relation: "related_to".into(),
+                weight: 0.7,
+                created_at: now,
+            })
+            .await
+            .unwrap();
+        // Reinforcement is not a projected change.
+        store.touch(std::slice::from_ref(&a.id), now).await.unwrap();
+        assert!(store.delete(&b.id).await.unwrap());
+        let entries = store.outbox_after(0, 100).await.unwrap();
+        let kinds: Vec<&str> = entries
+            .iter()
+            .map(|e| match &e.change {
+                ProjectedChange::UpsertMemory { .. } => "upsert_memory",
+                ProjectedChange::DeleteMemory { .. } => "delete_memory",
+                ProjectedChange::UpsertEdge { .. } => "upsert_edge",
+                ProjectedChange::DeleteEdge { .. } => "delete_edge",
+            })
+            .collect();
+        // The cascade deletes the edge before the memory row goes.
+        assert_eq!(
+            kinds,
+            [
+                "upsert_memory",
+                "upsert_memory",
+                "upsert_edge",
+                "delete_edge",
+                "delete_memory"
+            ]
+        );
+        assert!(entries.windows(2).all(|w| w[0].seq < w[1].seq));
+        let bounds = store.outbox_bounds().await.unwrap();
+        assert_eq!(bounds.head, entries.last().unwrap().seq);
+
+        // A fresh projection is rebuilt from SQL, then follows the outbox.
+        let projection = Recording::default();
+        let (applied, rebuilt) = catch_up(&store, &store, &projection, None, 2, 8)
+            .await
+            .unwrap();
+        assert!(rebuilt);
+        assert_eq!(applied, bounds.head);
+        assert_eq!(
+            projection.changes.lock().unwrap().len(),
+            1,
+            "only a survives"
+        );
+        let c = memory_fixture("alice", "c", now);
+        store
+            .insert(&[StoredMemory {
+                memory: c.clone(),
+                embedding: vec![1.0],
+            }])
+            .await
+            .unwrap();
+        let (applied, rebuilt) = catch_up(&store, &store, &projection, Some(applied), 2, 8)
+            .await
+            .unwrap();
+        assert!(!rebuilt);
+        assert!(
+            matches!(&projection.changes.lock().unwrap()[1], ProjectedChange::UpsertMemory { id, .. } if *id == c.id)
+        );
+        // Trimmed through what was applied; the head survives trimming.
+        assert_eq!(store.trim_outbox(applied).await.unwrap(), entries.len() + 1);
+        let after = store.outbox_bounds().await.unwrap();
+        assert_eq!((after.oldest, after.head), (None, applied));
+    }
+
     #[tokio::test]
     async fn deleting_a_memory_removes_its_edges() {
         let (store, _dir) = store().await;

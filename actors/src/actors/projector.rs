@@ -255,13 +255,16 @@ impl ProjectorState {
                 }
             }
         }
-        // Trim what every projection has applied (everything when there is none).
+        // Trim what every projection has applied (everything when there is none); an
+        // empty outbox is not touched, so an idle store sees no writes.
+        let Ok(bounds) = store.outbox_bounds().await else {
+            return;
+        };
+        let Some(oldest) = bounds.oldest else {
+            return;
+        };
         let through = if self.args.projections.is_empty() {
-            store
-                .outbox_bounds()
-                .await
-                .map(|b| Some(b.head))
-                .unwrap_or(None)
+            Some(bounds.head)
         } else {
             self.tracks
                 .iter()
@@ -269,7 +272,7 @@ impl ProjectorState {
                 .collect::<Option<Vec<u64>>>()
                 .and_then(|applied| applied.into_iter().min())
         };
-        if let Some(through) = through.filter(|t| *t > 0) {
+        if let Some(through) = through.filter(|t| *t >= oldest) {
             if let Err(error) = store.trim_outbox(through).await {
                 tracing::debug!(%error, "outbox trim deferred");
             }
