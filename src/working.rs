@@ -289,6 +289,48 @@ impl WorkingStore for RedisWorkingStore {
         self.fallback.push(agent, session, item, now).await
     }
 
+    async fn push_many(
+        &self,
+        agent: &AgentId,
+        items: Vec<(SessionId, WorkingItem)>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()> {
+        if let Some(mut connection) = self.connection().await {
+            // One MULTI for the batch: each item's RPUSH, then each touched window's trim and TTL.
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            let mut keys: Vec<String> = Vec::new();
+            for (session, item) in &items {
+                let key = window_key(agent, session);
+                let value = serde_json::to_string(&StoredItem {
+                    id: item.memory_id.0.clone(),
+                    content: item.content.clone(),
+                    at: item.at,
+                })
+                .map_err(|e| MemoryError::internal(e.to_string()))?;
+                pipe.rpush(&key, value).ignore();
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+            for key in &keys {
+                pipe.ltrim(key, -(self.window as isize), -1)
+                    .ignore()
+                    .expire(key, self.ttl_seconds as i64)
+                    .ignore();
+            }
+            match self.run(pipe.query_async::<()>(&mut connection)).await {
+                Ok(()) => return Ok(()),
+                Err(why) => self.mark_down(&why),
+            }
+        }
+        for (session, item) in items {
+            self.note_fallback_write(agent, &session);
+            self.fallback.push(agent, &session, item, now).await?;
+        }
+        Ok(())
+    }
+
     async fn window(
         &self,
         agent: &AgentId,

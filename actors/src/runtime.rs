@@ -1276,9 +1276,8 @@ impl Runtime {
                 .collect();
             self.project_vectors(entries, Vec::new()).await;
         }
-        for record in &records {
-            self.push_working(agent, &record.memory, now).await;
-        }
+        let memories: Vec<&Memory> = records.iter().map(|r| &r.memory).collect();
+        self.push_working(agent, &memories, now).await;
 
         // Contradicted knowledge is superseded (kept, with history), never deleted.
         let mut superseded_by: HashMap<usize, Vec<MemoryId>> = HashMap::new();
@@ -1495,20 +1494,29 @@ impl Runtime {
         .await
     }
 
-    async fn push_working(&self, agent: &AgentId, memory: &Memory, now: DateTime<Utc>) {
-        let Some(session) = &memory.session_id else {
+    /// Mirror new session memories into their windows, in one working-store call
+    /// (one Redis round trip for a whole batch). Best effort: working memory is a cache.
+    async fn push_working(&self, agent: &AgentId, memories: &[&Memory], now: DateTime<Utc>) {
+        let items: Vec<(SessionId, WorkingItem)> = memories
+            .iter()
+            .filter_map(|memory| {
+                Some((
+                    memory.session_id.clone()?,
+                    WorkingItem {
+                        memory_id: memory.id.clone(),
+                        content: memory.content.clone(),
+                        at: now,
+                    },
+                ))
+            })
+            .collect();
+        if items.is_empty() {
             return;
-        };
-        let item = WorkingItem {
-            memory_id: memory.id.clone(),
-            content: memory.content.clone(),
-            at: now,
-        };
+        }
         let pushed = self
-            .working(|reply| WorkingMsg::Push {
+            .working(|reply| WorkingMsg::PushMany {
                 agent: agent.clone(),
-                session: session.clone(),
-                item: item.clone(),
+                items: items.clone(),
                 reply,
             })
             .await;

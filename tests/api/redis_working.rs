@@ -105,15 +105,17 @@ async fn session_windows_live_in_redis_with_a_ttl_and_feed_recall() {
             .contains(&json!("working")),
         "{recalled}"
     );
-    // The window is bounded by working.window (32 by default).
-    for i in 0..40 {
-        app.remember(
-            &agent,
-            &format!("step {i} of the migration plan"),
-            json!({"session_id": "focus"}),
+    // A batch goes to Redis in one round trip; the window stays bounded by working.window (32).
+    let memories: Vec<serde_json::Value> = (0..40)
+        .map(|i| json!({"content": format!("step {i} of the migration plan"), "session_id": "focus"}))
+        .collect();
+    let batch = app
+        .post(
+            "/tools/remember_batch",
+            &json!({"agent_id": agent, "memories": memories}),
         )
         .await;
-    }
+    assert_status(batch, StatusCode::CREATED).await;
     assert_eq!(llen(&url, &key).await, Some(32));
     let _: () = redis::cmd("DEL")
         .arg(&key)

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
 
-use super::injected_fault;
+use super::{answer_in_task, injected_fault};
 use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::Memory;
@@ -68,7 +68,7 @@ pub struct ProjectorArgs {
 }
 
 /// What the projector knows about one projection.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Track {
     /// Applied through this sequence number (None: unknown, ask the projection).
     applied: Option<u64>,
@@ -84,12 +84,21 @@ struct Track {
 
 /// The actor's state.
 pub struct ProjectorState {
+    /// Arguments and tracks, shared with the tasks doing the work.
+    shared: Arc<Shared>,
+    /// Timer sending `Tick`; aborted when the actor stops.
+    timer: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What the actor's work tasks share. Applying runs on a spawned task so that a long
+/// catch-up or rebuild never holds up `Status` (health) in the mailbox.
+struct Shared {
     /// Stores, projections and tunables.
     args: ProjectorArgs,
     /// One track per projection, in `args.projections` order.
-    tracks: Vec<Track>,
-    /// Timer sending `Tick`; aborted when the actor stops.
-    timer: Option<tokio::task::JoinHandle<()>>,
+    tracks: std::sync::Mutex<Vec<Track>>,
+    /// Held while applying or rebuilding: one at a time (a tick finding it held is skipped).
+    work: tokio::sync::Mutex<()>,
 }
 
 /// One projection's health.
@@ -201,14 +210,31 @@ pub async fn catch_up(
     Ok((applied, rebuilt))
 }
 
-impl ProjectorState {
-    async fn tick(&mut self) {
+impl Shared {
+    fn track(&self, index: usize) -> Track {
+        self.tracks
+            .lock()
+            .map(|tracks| tracks[index].clone())
+            .unwrap_or_default()
+    }
+
+    fn set_track(&self, index: usize, track: Track) {
+        if let Ok(mut tracks) = self.tracks.lock() {
+            tracks[index] = track;
+        }
+    }
+
+    async fn tick(&self) {
         let store = self.args.store.clone();
         if !store.keeps_outbox() {
             return;
         }
+        let Ok(_working) = self.work.try_lock() else {
+            return;
+        };
         for (index, projection) in self.args.projections.clone().iter().enumerate() {
-            let track = &mut self.tracks[index];
+            let mut track = self.track(index);
+            let track = &mut track;
             if track.retry_at.is_some_and(|at| Instant::now() < at) {
                 continue;
             }
@@ -254,6 +280,8 @@ impl ProjectorState {
                     track.last_error = Some(error.message);
                 }
             }
+            let track = track.clone();
+            self.set_track(index, track);
         }
         // Trim what every projection has applied (everything when there is none); an
         // empty outbox is not touched, so an idle store sees no writes.
@@ -267,6 +295,9 @@ impl ProjectorState {
             Some(bounds.head)
         } else {
             self.tracks
+                .lock()
+                .map(|tracks| tracks.clone())
+                .unwrap_or_default()
                 .iter()
                 .map(|t| t.applied)
                 .collect::<Option<Vec<u64>>>()
@@ -284,7 +315,12 @@ impl ProjectorState {
         let head = store.outbox_bounds().await?.head;
         let now: DateTime<Utc> = self.args.clock.now();
         let mut out = Vec::new();
-        for (projection, track) in self.args.projections.iter().zip(&self.tracks) {
+        let tracks = self
+            .tracks
+            .lock()
+            .map(|tracks| tracks.clone())
+            .unwrap_or_default();
+        for (projection, track) in self.args.projections.iter().zip(&tracks) {
             let from = track.applied.unwrap_or(0);
             let oldest_pending = store.outbox_after(from, 1).await?;
             let lag_seconds = oldest_pending
@@ -312,6 +348,49 @@ impl ProjectorState {
     }
 }
 
+impl Shared {
+    /// Rebuild one projection (or every one) from SQL, after any running tick.
+    async fn rebuild_named(&self, name: Option<String>) -> MemoryResult<Vec<(String, u64)>> {
+        let _working = self.work.lock().await;
+        let mut done = Vec::new();
+        for (index, projection) in self.args.projections.iter().enumerate() {
+            if name.as_deref().is_some_and(|n| n != projection.name()) {
+                continue;
+            }
+            let head = rebuild(
+                self.args.store.as_ref(),
+                self.args.graph.as_ref(),
+                projection.as_ref(),
+                self.args.batch,
+            )
+            .await?;
+            let mut track = self.track(index);
+            track.applied = Some(head);
+            track.rebuilds += 1;
+            track.failures = 0;
+            track.retry_at = None;
+            track.last_error = None;
+            self.set_track(index, track);
+            done.push((projection.name().to_string(), head));
+        }
+        match name {
+            Some(name) if done.is_empty() => Err(MemoryError::invalid(
+                "projection",
+                format!(
+                    "no projection named {name:?} is configured (configured: {})",
+                    self.args
+                        .projections
+                        .iter()
+                        .map(|p| p.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+            _ => Ok(done),
+        }
+    }
+}
+
 impl Actor for ProjectorActor {
     type Msg = ProjectorMsg;
     type State = ProjectorState;
@@ -325,8 +404,11 @@ impl Actor for ProjectorActor {
         let timer = myself.send_interval(args.interval, || ProjectorMsg::Tick);
         let tracks = args.projections.iter().map(|_| Track::default()).collect();
         Ok(ProjectorState {
-            args,
-            tracks,
+            shared: Arc::new(Shared {
+                args,
+                tracks: std::sync::Mutex::new(tracks),
+                work: tokio::sync::Mutex::new(()),
+            }),
             timer: Some(timer),
         })
     }
@@ -349,59 +431,17 @@ impl Actor for ProjectorActor {
         message: ProjectorMsg,
         state: &mut ProjectorState,
     ) -> Result<(), ActorProcessingErr> {
+        let shared = state.shared.clone();
         match message {
-            ProjectorMsg::Tick => state.tick().await,
+            // A tick finding the previous one still applying is skipped (`work` is held).
+            ProjectorMsg::Tick => {
+                tokio::spawn(async move { shared.tick().await });
+            }
             ProjectorMsg::Status { reply } => {
-                let _ = reply.send(state.status().await);
+                answer_in_task(reply, async move { shared.status().await })
             }
             ProjectorMsg::Rebuild { name, reply } => {
-                let mut done = Vec::new();
-                let mut result = Ok(());
-                for (index, projection) in state.args.projections.clone().iter().enumerate() {
-                    if name.as_deref().is_some_and(|n| n != projection.name()) {
-                        continue;
-                    }
-                    match rebuild(
-                        state.args.store.as_ref(),
-                        state.args.graph.as_ref(),
-                        projection.as_ref(),
-                        state.args.batch,
-                    )
-                    .await
-                    {
-                        Ok(head) => {
-                            let track = &mut state.tracks[index];
-                            track.applied = Some(head);
-                            track.rebuilds += 1;
-                            track.failures = 0;
-                            track.retry_at = None;
-                            track.last_error = None;
-                            done.push((projection.name().to_string(), head));
-                        }
-                        Err(error) => {
-                            result = Err(error);
-                            break;
-                        }
-                    }
-                }
-                let answer = match (result, &name) {
-                    (Err(error), _) => Err(error),
-                    (Ok(()), Some(name)) if done.is_empty() => Err(MemoryError::invalid(
-                        "projection",
-                        format!(
-                            "no projection named {name:?} is configured (configured: {})",
-                            state
-                                .args
-                                .projections
-                                .iter()
-                                .map(|p| p.name())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )),
-                    (Ok(()), _) => Ok(done),
-                };
-                let _ = reply.send(answer);
+                answer_in_task(reply, async move { shared.rebuild_named(name).await })
             }
             ProjectorMsg::InjectFault => return Err(injected_fault("projector")),
         }

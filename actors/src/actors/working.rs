@@ -25,6 +25,12 @@ pub enum WorkingMsg {
         item: WorkingItem,
         reply: Reply<()>,
     },
+    /// Append items to several session windows of one agent, in order.
+    PushMany {
+        agent: AgentId,
+        items: Vec<(SessionId, WorkingItem)>,
+        reply: Reply<()>,
+    },
     /// Read a session window.
     Window {
         agent: AgentId,
@@ -112,6 +118,13 @@ impl Actor for WorkingActor {
                 reply,
             } => {
                 let _ = reply.send(state.store.push(&agent, &session, item, now).await);
+            }
+            WorkingMsg::PushMany {
+                agent,
+                items,
+                reply,
+            } => {
+                let _ = reply.send(state.store.push_many(&agent, items, now).await);
             }
             WorkingMsg::Window {
                 agent,

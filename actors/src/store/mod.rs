@@ -507,6 +507,19 @@ pub trait WorkingStore: Send + Sync + 'static {
         item: WorkingItem,
         now: DateTime<Utc>,
     ) -> MemoryResult<()>;
+    /// Append items to several windows of one agent, in order (a backend may send them
+    /// in one round trip).
+    async fn push_many(
+        &self,
+        agent: &AgentId,
+        items: Vec<(SessionId, WorkingItem)>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()> {
+        for (session, item) in items {
+            self.push(agent, &session, item, now).await?;
+        }
+        Ok(())
+    }
     /// The live window of a session, oldest first (empty when expired).
     async fn window(
         &self,
