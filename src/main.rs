@@ -209,7 +209,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate => {
             let services = Services::open(&settings).await?;
             let count = services.runtime.count().await.map_err(user_error)?;
-            let applied = mnemos::store::sqlite::MIGRATOR.iter().count();
+            let applied = match settings.storage.backend.as_str() {
+                "postgres" => mnemos::store::postgres::MIGRATOR.iter().count(),
+                _ => mnemos::store::sqlite::MIGRATOR.iter().count(),
+            };
             print(
                 json,
                 &serde_json::json!({"data_dir": settings.data_dir, "migrations": applied, "memories": count}),

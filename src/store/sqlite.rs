@@ -128,11 +128,11 @@ fn fts_quote(term: &str) -> String {
 }
 
 /// Prefix of the shared pool's copies of search terms (not a possible agent prefix: those start with `a`).
-const SHARED_TERM_PREFIX: &str = "sharedpol";
+pub(crate) const SHARED_TERM_PREFIX: &str = "sharedpol";
 
 /// Prefix of an agent's search terms: `a` + 8 hex digits of a stable hash of the id.
 /// A collision only merges two agents' posting lists; searches still filter by agent.
-fn agent_term_prefix(agent: &AgentId) -> String {
+pub(crate) fn agent_term_prefix(agent: &AgentId) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in agent.as_str().bytes() {
         hash ^= u64::from(byte);
