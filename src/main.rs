@@ -412,10 +412,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
         Command::Consolidate { agent, all } => {
             let agents = match agent {
                 Some(agent) if !all => vec![AgentId::parse(&agent).map_err(user_error)?],
-                _ => {
-                    use mnemos_actors::store::MemoryStore;
-                    services.store.agents().await.map_err(user_error)?
-                }
+                _ => services.store.agents().await.map_err(user_error)?,
             };
             let mut runs = Vec::new();
             for agent in agents {

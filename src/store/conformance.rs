@@ -10,7 +10,6 @@
 use std::future::Future;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use futures_util::FutureExt;
 use mnemos_actors::error::ErrorCode;
 use mnemos_actors::model::{
     version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus,
@@ -58,7 +57,7 @@ async fn sqlite_store() -> (SqliteStore, tempfile::TempDir) {
 async fn with_postgres<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(PostgresStore) -> Fut,
-    Fut: Future<Output = ()>,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let url = postgres_url();
     let mut admin = match sqlx::PgConnection::connect(&url).await {
@@ -80,9 +79,8 @@ where
     let store = PostgresStore::open(&with_schema(&url, &schema))
         .await
         .expect("store opens in a fresh schema");
-    let outcome = std::panic::AssertUnwindSafe(body(store.clone()))
-        .catch_unwind()
-        .await;
+    // On a task of its own, so a failing body still lets the schema be dropped.
+    let outcome = tokio::spawn(body(store.clone())).await;
     store.close().await;
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP SCHEMA IF EXISTS {schema} CASCADE"
@@ -90,8 +88,11 @@ where
     .execute(&mut admin)
     .await
     .expect("test schema dropped");
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
+    if let Err(error) = outcome {
+        match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(error) => panic!("{test}: {error}"),
+        }
     }
 }
 
