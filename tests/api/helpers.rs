@@ -54,13 +54,18 @@ pub fn postgres_test_url(data_dir: &Path) -> Option<String> {
     if !on_postgres() {
         return None;
     }
-    let base = std::env::var("MNEMOS_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let base = postgres_base_url();
     let marker = data_dir.join("pg_schema");
     let schema = match std::fs::read_to_string(&marker) {
         Ok(schema) => schema.trim().to_string(),
         Err(_) => {
-            let schema = format!("it_{}", uuid::Uuid::new_v4().simple());
+            static SWEEP: std::sync::Once = std::sync::Once::new();
+            SWEEP.call_once(|| sweep_stale_schemas(&base));
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default();
+            let schema = format!("it_{now}_{}", uuid::Uuid::new_v4().simple());
             std::fs::create_dir_all(data_dir).expect("data dir");
             std::fs::write(&marker, &schema).expect("schema marker written");
             schema
@@ -82,15 +87,10 @@ pub fn backend_env(data_dir: &Path) -> Vec<(String, String)> {
     }
 }
 
-/// Drop the PostgreSQL schema of a data directory that is going away (best effort,
-/// from a thread of its own so it never blocks on the test's runtime).
-fn drop_postgres_schema(data_dir: &Path) {
-    let Ok(schema) = std::fs::read_to_string(data_dir.join("pg_schema")) else {
-        return;
-    };
-    let schema = schema.trim().to_string();
-    let base = std::env::var("MNEMOS_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+/// Drop these PostgreSQL schemas (best effort, from a thread and runtime of its own so
+/// it never blocks on the test's runtime).
+fn drop_schemas(base: &str, schemas: Vec<String>) {
+    let base = base.to_string();
     let _ = std::thread::spawn(move || {
         use sqlx::Connection;
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
@@ -100,8 +100,35 @@ fn drop_postgres_schema(data_dir: &Path) {
             return;
         };
         runtime.block_on(async move {
-            if let Ok(mut conn) = sqlx::PgConnection::connect(&base).await {
-                let _ = sqlx::query("SET lock_timeout = '2s'").execute(&mut conn).await;
+            let Ok(mut conn) = sqlx::PgConnection::connect(&base).await else {
+                return;
+            };
+            let _ = sqlx::query("SET lock_timeout = '2s'").execute(&mut conn).await;
+            let schemas = if schemas.is_empty() {
+                // The sweep: schemas of earlier runs (named it_<unix seconds>_...) older than an hour.
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or_default();
+                let names: Vec<(String,)> =
+                    sqlx::query_as("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'it\\_%'")
+                        .fetch_all(&mut conn)
+                        .await
+                        .unwrap_or_default();
+                names
+                    .into_iter()
+                    .map(|(name,)| name)
+                    .filter(|name| {
+                        name.split('_')
+                            .nth(1)
+                            .and_then(|secs| secs.parse::<u64>().ok())
+                            .is_some_and(|secs| secs + 3600 < now)
+                    })
+                    .collect()
+            } else {
+                schemas
+            };
+            for schema in schemas {
                 let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
                 )))
@@ -111,6 +138,31 @@ fn drop_postgres_schema(data_dir: &Path) {
         });
     })
     .join();
+}
+
+/// Drop the schemas earlier runs left behind (a test that keeps its directory past
+/// `stop()` cannot drop its own).
+fn sweep_stale_schemas(base: &str) {
+    drop_schemas(base, Vec::new());
+}
+
+/// Drop the PostgreSQL schema of a data directory that is going away.
+fn drop_postgres_schema(data_dir: &Path) {
+    let Ok(schema) = std::fs::read_to_string(data_dir.join("pg_schema")) else {
+        return;
+    };
+    drop_schema_now(schema.trim());
+}
+
+/// Drop one PostgreSQL test schema (best effort).
+pub fn drop_schema_now(schema: &str) {
+    drop_schemas(&postgres_base_url(), vec![schema.to_string()]);
+}
+
+/// The test server: `MNEMOS_TEST_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`.
+pub fn postgres_base_url() -> String {
+    std::env::var("MNEMOS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 impl Drop for TestApp {

@@ -7,5 +7,6 @@ mod extraction;
 mod helpers;
 mod lifecycle;
 mod mcp;
+mod postgres;
 mod resources;
 mod tools;
