@@ -12,8 +12,8 @@ use std::future::Future;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use mnemos_actors::error::ErrorCode;
 use mnemos_actors::model::{
-    version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus,
-    MemoryType, SessionId, SourceRef,
+    version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
+    SessionId, SourceRef,
 };
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::policy::time::TimeRange;
@@ -208,11 +208,7 @@ async fn round_trips_a_memory_and_its_embedding<S: TestStore>(store: &S) {
     );
     assert_eq!(store.count().await.unwrap(), 1);
     assert_eq!(store.agents().await.unwrap(), vec![agent("alice")]);
-    assert!(store
-        .get(&MemoryId::generate())
-        .await
-        .unwrap()
-        .is_none());
+    assert!(store.get(&MemoryId::generate()).await.unwrap().is_none());
     let many = store
         .get_many(&[memory.id.clone(), MemoryId::generate()])
         .await
@@ -390,7 +386,10 @@ async fn update_is_compare_and_swap_with_history<S: TestStore>(store: &S) {
         store.embedding(&memory.id).await.unwrap().unwrap(),
         vec![0.0, 1.0]
     );
-    assert_eq!(store.history(&memory.id).await.unwrap(), vec![previous.clone()]);
+    assert_eq!(
+        store.history(&memory.id).await.unwrap(),
+        vec![previous.clone()]
+    );
     // A writer that read version 1 loses.
     let mut stale = memory.clone();
     stale.content = "I live in Rome".into();
@@ -433,7 +432,10 @@ async fn update_is_compare_and_swap_with_history<S: TestStore>(store: &S) {
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(store.history(&memory.id).await.unwrap(), vec![previous, second]);
+    assert_eq!(
+        store.history(&memory.id).await.unwrap(),
+        vec![previous, second]
+    );
 }
 
 async fn list_filters_and_pages<S: TestStore>(store: &S) {
@@ -464,7 +466,10 @@ async fn list_filters_and_pages<S: TestStore>(store: &S) {
         q
     };
     let listed = |ms: Vec<Memory>| ms.into_iter().map(|m| m.id).collect::<Vec<_>>();
-    assert_eq!(listed(store.list(&query(&|_| {})).await.unwrap()), alice_ids);
+    assert_eq!(
+        listed(store.list(&query(&|_| {})).await.unwrap()),
+        alice_ids
+    );
     let page = listed(store.list(&query(&|q| q.limit = 2)).await.unwrap());
     assert_eq!(page, alice_ids[..2].to_vec());
     let cursor = page[1].clone();
@@ -520,7 +525,13 @@ async fn list_filters_and_pages<S: TestStore>(store: &S) {
 
 async fn embeddings_page_in_id_order_of_active_memories<S: TestStore>(store: &S) {
     let mut memories: Vec<Memory> = (0..7)
-        .map(|i| fixture(if i % 2 == 0 { "alice" } else { "bob" }, &format!("m{i}"), t0()))
+        .map(|i| {
+            fixture(
+                if i % 2 == 0 { "alice" } else { "bob" },
+                &format!("m{i}"),
+                t0(),
+            )
+        })
         .collect();
     memories[3].status = MemoryStatus::Archived;
     memories[4].shared = true;
@@ -683,7 +694,10 @@ async fn session_archive_is_idempotent_and_idle_sessions_follow_it<S: TestStore>
     first.session_id = Some(session.clone());
     let mut second = fixture("alice", "booked a ticket", t0() + Duration::minutes(5));
     second.session_id = Some(session.clone());
-    store.insert(&[stored(&first), stored(&second)]).await.unwrap();
+    store
+        .insert(&[stored(&first), stored(&second)])
+        .await
+        .unwrap();
     let idle = store
         .idle_sessions(t0() + Duration::hours(2), 10)
         .await
@@ -770,7 +784,11 @@ async fn touch_find_by_hash_neighbours_and_runs<S: TestStore>(store: &S) {
     let session = SessionId::parse("s").unwrap();
     let turns: Vec<Memory> = (0..5)
         .map(|i| {
-            let mut m = fixture("alice", &format!("Turn number {i}!"), t0() + Duration::seconds(i));
+            let mut m = fixture(
+                "alice",
+                &format!("Turn number {i}!"),
+                t0() + Duration::seconds(i),
+            );
             m.session_id = Some(session.clone());
             m
         })
@@ -798,7 +816,14 @@ async fn touch_find_by_hash_neighbours_and_runs<S: TestStore>(store: &S) {
     // Touch counts each id once and never moves last access backwards.
     let later = t0() + Duration::hours(1);
     store
-        .touch(&[turns[0].id.clone(), turns[0].id.clone(), turns[1].id.clone()], later)
+        .touch(
+            &[
+                turns[0].id.clone(),
+                turns[0].id.clone(),
+                turns[1].id.clone(),
+            ],
+            later,
+        )
         .await
         .unwrap();
     store.touch(&[turns[0].id.clone()], t0()).await.unwrap();
@@ -819,7 +844,10 @@ async fn touch_find_by_hash_neighbours_and_runs<S: TestStore>(store: &S) {
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(store.agent_memories(&agent("alice")).await.unwrap().len(), 5);
+    assert_eq!(
+        store.agent_memories(&agent("alice")).await.unwrap().len(),
+        5
+    );
     // The run log, newest first.
     for (i, who) in ["alice", "bob", "alice"].iter().enumerate() {
         store
@@ -888,13 +916,33 @@ async fn keyword_search_filters_status_time_and_follows_updates<S: TestStore>(st
 /// lengths, so BM25's idf, length normalisation and tie-breaking all matter.
 fn parity_corpus() -> Vec<Memory> {
     let texts = [
-        ("alice", "The deploy pipeline runs cargo build then cargo test", false),
-        ("alice", "Deploy on Fridays is forbidden; deploy on Mondays", false),
-        ("alice", "Lunch at the café near the office was great", false),
+        (
+            "alice",
+            "The deploy pipeline runs cargo build then cargo test",
+            false,
+        ),
+        (
+            "alice",
+            "Deploy on Fridays is forbidden; deploy on Mondays",
+            false,
+        ),
+        (
+            "alice",
+            "Lunch at the café near the office was great",
+            false,
+        ),
         ("alice", "The cafe serves pasta and espresso", false),
         ("alice", "Paris trip: visited the Louvre and a café", false),
-        ("alice", "Rate limit is 1000 requests per minute for the API", false),
-        ("alice", "API keys rotate monthly; the API gateway checks them", true),
+        (
+            "alice",
+            "Rate limit is 1000 requests per minute for the API",
+            false,
+        ),
+        (
+            "alice",
+            "API keys rotate monthly; the API gateway checks them",
+            true,
+        ),
         ("alice", "deploy deploy deploy", false),
         ("alice", "Naïve Bayes classifier notes", false),
         ("alice", "naive approach to deploy", false),
@@ -1020,6 +1068,139 @@ async fn postgres_keyword_ranking_matches_sqlite() {
                     );
                 }
             }
+        },
+    )
+    .await;
+}
+
+/// Two replicas on one schema: writers queue instead of deadlocking, a compare-and-swap
+/// has one winner, a slot one holder, and the keyword statistics stay exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_on_one_schema_serialise_their_writes() {
+    with_postgres(
+        "store::conformance::postgres_replicas_on_one_schema_serialise_their_writes",
+        |first| async move {
+            let schema: String = sqlx::query_scalar("SELECT current_schema()")
+                .fetch_one(first.pool())
+                .await
+                .unwrap();
+            let second = PostgresStore::open(&with_schema(&postgres_url(), &schema))
+                .await
+                .unwrap();
+            let replicas = [first.clone(), second.clone()];
+            let memories: Vec<Memory> = (0..40)
+                .map(|i| fixture("alice", &format!("replica note {i} about deploys"), t0()))
+                .collect();
+            // Inserts (overlapping batches, in opposite orders) from both replicas at once.
+            let mut tasks = Vec::new();
+            for (r, store) in replicas.iter().enumerate() {
+                for chunk in 0..4 {
+                    let store = store.clone();
+                    let mut batch: Vec<StoredMemory> = memories
+                        [chunk * 10..chunk * 10 + 15.min(40 - chunk * 10)]
+                        .iter()
+                        .map(stored)
+                        .collect();
+                    if r == 1 {
+                        batch.reverse();
+                    }
+                    tasks.push(tokio::spawn(async move { store.insert(&batch).await }));
+                }
+            }
+            for task in tasks {
+                task.await.unwrap().unwrap();
+            }
+            assert_eq!(first.count().await.unwrap(), 40);
+            // Touches of overlapping sets in opposite orders.
+            let all_ids: Vec<MemoryId> = memories.iter().map(|m| m.id.clone()).collect();
+            let mut tasks = Vec::new();
+            for round in 0..10 {
+                let store = replicas[round % 2].clone();
+                let mut ids = all_ids.clone();
+                if round % 2 == 1 {
+                    ids.reverse();
+                }
+                tasks.push(tokio::spawn(async move {
+                    store.touch(&ids, t0() + Duration::minutes(1)).await
+                }));
+            }
+            for task in tasks {
+                task.await.unwrap().unwrap();
+            }
+            assert_eq!(
+                first.get(&all_ids[7]).await.unwrap().unwrap().access_count,
+                10
+            );
+            // Ten compare-and-swaps from version 1: one wins, the rest are conflicts.
+            let target = memories[0].clone();
+            let mut tasks = Vec::new();
+            for i in 0..10 {
+                let store = replicas[i % 2].clone();
+                let target = target.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut next = target.clone();
+                    next.content = format!("edited by writer {i}");
+                    next.version = 2;
+                    store
+                        .update(&next, &version_of(&target, "patch", t0()), None)
+                        .await
+                }));
+            }
+            let mut wins = 0;
+            for task in tasks {
+                match task.await.unwrap() {
+                    Ok(()) => wins += 1,
+                    Err(error) => assert_eq!(error.code, ErrorCode::Conflict),
+                }
+            }
+            assert_eq!(wins, 1);
+            assert_eq!(first.history(&target.id).await.unwrap().len(), 1);
+            // Ten holders race for one slot: one claims it.
+            let mut tasks = Vec::new();
+            for i in 0..10 {
+                let store = replicas[i % 2].clone();
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .try_acquire_lease(
+                            "sleep",
+                            &format!("p{i}"),
+                            t0(),
+                            t0() + Duration::minutes(5),
+                            t0(),
+                        )
+                        .await
+                        .unwrap()
+                }));
+            }
+            let mut claimed = 0;
+            for task in tasks {
+                claimed += usize::from(task.await.unwrap());
+            }
+            assert_eq!(claimed, 1);
+            // Deletes from both replicas; the statistics match the index exactly.
+            let mut tasks = Vec::new();
+            for (i, id) in all_ids.iter().take(10).enumerate() {
+                let store = replicas[i % 2].clone();
+                let id = id.clone();
+                tasks.push(tokio::spawn(async move { store.delete(&id).await }));
+            }
+            for task in tasks {
+                assert!(task.await.unwrap().unwrap());
+            }
+            let (docs, tokens): (i64, i64) =
+                sqlx::query_as("SELECT docs, tokens FROM keyword_stats")
+                    .fetch_one(first.pool())
+                    .await
+                    .unwrap();
+            let (rows, length): (i64, i64) = sqlx::query_as(
+                "SELECT count(*), COALESCE(sum(length), 0)::bigint FROM memory_search",
+            )
+            .fetch_one(first.pool())
+            .await
+            .unwrap();
+            assert_eq!((docs, tokens), (rows, length));
+            assert_eq!(docs, 30);
+            second.close().await;
         },
     )
     .await;

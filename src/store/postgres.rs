@@ -499,7 +499,10 @@ impl PostgresStore {
             field: Some("storage.url".into()),
         };
         let options = PgConnectOptions::from_str(url).map_err(|e| {
-            MemoryError::invalid("storage.url", format!("{shown:?} is not a valid PostgreSQL URL: {e}"))
+            MemoryError::invalid(
+                "storage.url",
+                format!("{shown:?} is not a valid PostgreSQL URL: {e}"),
+            )
         })?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
@@ -514,7 +517,10 @@ impl PostgresStore {
                 ))
             })?;
         let store = Self { pool };
-        store.ensure_schema().await.map_err(|e| unavailable(e.message))?;
+        store
+            .ensure_schema()
+            .await
+            .map_err(|e| unavailable(e.message))?;
         store.migrate().await.map_err(|e| unavailable(e.message))?;
         Ok(store)
     }
@@ -1334,10 +1340,7 @@ mod tests {
     #[test]
     fn schema_names_come_from_the_search_path() {
         assert_eq!(first_schema("t_abc").as_deref(), Some("t_abc"));
-        assert_eq!(
-            first_schema("\"$user\", public").as_deref(),
-            Some("public")
-        );
+        assert_eq!(first_schema("\"$user\", public").as_deref(), Some("public"));
         assert_eq!(first_schema("\"My\"\"S\", x").as_deref(), Some("My\"S"));
         assert_eq!(first_schema("\"$user\""), None);
     }

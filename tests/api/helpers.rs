@@ -103,18 +103,21 @@ fn drop_schemas(base: &str, schemas: Vec<String>) {
             let Ok(mut conn) = sqlx::PgConnection::connect(&base).await else {
                 return;
             };
-            let _ = sqlx::query("SET lock_timeout = '2s'").execute(&mut conn).await;
+            let _ = sqlx::query("SET lock_timeout = '2s'")
+                .execute(&mut conn)
+                .await;
             let schemas = if schemas.is_empty() {
                 // The sweep: schemas of earlier runs (named it_<unix seconds>_...) older than an hour.
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_secs())
                     .unwrap_or_default();
-                let names: Vec<(String,)> =
-                    sqlx::query_as("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'it\\_%'")
-                        .fetch_all(&mut conn)
-                        .await
-                        .unwrap_or_default();
+                let names: Vec<(String,)> = sqlx::query_as(
+                    "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'it\\_%'",
+                )
+                .fetch_all(&mut conn)
+                .await
+                .unwrap_or_default();
                 names
                     .into_iter()
                     .map(|(name,)| name)

@@ -12,8 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::helpers::{
-    assert_error, assert_status, eventually, postgres_base_url, skipped, spawn_with,
-    test_settings, try_spawn_with,
+    assert_error, assert_status, eventually, postgres_base_url, skipped, spawn_with, test_settings,
+    try_spawn_with,
 };
 
 #[tokio::test]
@@ -179,7 +179,11 @@ async fn a_lost_postgres_connection_is_backend_unavailable_until_it_returns() {
         StatusCode::OK,
     )
     .await;
-    assert_eq!(listed["memories"].as_array().map(Vec::len), Some(2), "{listed}");
+    assert_eq!(
+        listed["memories"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
     app.stop().await;
     // The schema is this test's own.
     crate::helpers::drop_schema_now(&schema);
