@@ -64,14 +64,30 @@ impl Services {
         let embedder = crate::embedding::from_settings(&settings.embedding)
             .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
         let (thought, arbiter) = inner_thought(settings);
+        let working: Arc<dyn mnemos_actors::store::WorkingStore> =
+            match settings.working.backend.as_str() {
+                "redis" => Arc::new(
+                    crate::working::RedisWorkingStore::connect(
+                        &settings.working.url,
+                        settings.working.window,
+                        settings.working.ttl_seconds,
+                        std::time::Duration::from_millis(settings.working.timeout_ms),
+                    )
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message)
+                    })?,
+                ),
+                _ => Arc::new(InMemoryWorkingStore::new(
+                    settings.working.window,
+                    settings.working.ttl_seconds,
+                )),
+            };
         let parts = RuntimeParts {
             memories: store.clone(),
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
             graph: record.graph(),
-            working: Arc::new(InMemoryWorkingStore::new(
-                settings.working.window,
-                settings.working.ttl_seconds,
-            )),
+            working,
             embedder,
             clock: Arc::new(SystemClock),
             arbiter,
@@ -152,6 +168,7 @@ impl Application {
             started: Instant::now(),
             mcp_allowed_hosts: self.settings.server.mcp_allowed_hosts.clone(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
         };
         let mcp_sessions = state.shutdown.clone();
         let router = crate::http::router(state, self.settings.server.max_body_bytes);

@@ -47,6 +47,10 @@ pub struct Settings {
     pub contradiction: ContradictionSettings,
     /// Mining exchanges for memories (`extract_turn`).
     pub extraction: ExtractionSettings,
+    /// Session message logs, windows and compaction.
+    pub sessions: SessionsConfig,
+    /// The OpenAI-compatible memory proxy.
+    pub proxy: ProxySettings,
     /// Sleep-cycle schedule.
     pub cognition: CognitionConfig,
     /// Archival schedule.
@@ -113,8 +117,12 @@ pub struct VectorSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkingSettings {
-    /// `memory`.
+    /// `memory` (in-process) or `redis`.
     pub backend: String,
+    /// Redis URL when `backend = "redis"` (`redis://127.0.0.1:6379/0`).
+    pub url: String,
+    /// Budget of one Redis call in milliseconds; past it the call falls back in-process.
+    pub timeout_ms: u64,
     /// Items per session.
     pub window: usize,
     /// Session expiry after the last write.
@@ -203,6 +211,50 @@ pub struct ContradictionSettings {
 pub struct ExtractionSettings {
     /// Most memories one `extract_turn` call stores.
     pub max_memories_per_turn: usize,
+}
+
+/// `[sessions]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// Most messages the live window returns.
+    pub window: usize,
+    /// Seconds of inactivity after which a session's window expires.
+    pub ttl_seconds: u64,
+    /// Context size of the model the session feeds, in tokens.
+    pub context_tokens: u64,
+    /// Compact past this fraction of `context_tokens` (0 < pct <= 1).
+    pub compact_at_pct: f64,
+    /// Mine each user → assistant exchange with extract_turn in the background.
+    pub extract: bool,
+}
+
+/// `[proxy]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySettings {
+    /// Base URL of the OpenAI-compatible API requests are forwarded to (…/v1); empty disables the proxy.
+    pub upstream_url: String,
+    /// Key sent upstream when the client sends no `Authorization` header; empty sends none.
+    pub api_key: String,
+    /// Share of the model's context the `<memory>` block may use (clamped to 0.05–0.40).
+    pub memory_budget_pct: f64,
+    /// Context size of the upstream model in tokens (a request may override it with `X-Mnemos-Context-Tokens`).
+    pub context_tokens: u64,
+    /// Seconds an upstream call may take (a streamed answer included).
+    pub timeout_seconds: u64,
+    /// Mine each exchange with extract_turn after the answer.
+    pub extract: bool,
+}
+
+impl ProxySettings {
+    /// Smallest and largest accepted `memory_budget_pct`.
+    pub const BUDGET_RANGE: (f64, f64) = (0.05, 0.40);
+
+    /// `pct` clamped into [`Self::BUDGET_RANGE`].
+    pub fn clamp_budget(pct: f64) -> f64 {
+        pct.clamp(Self::BUDGET_RANGE.0, Self::BUDGET_RANGE.1)
+    }
 }
 
 /// `[cognition]`.
@@ -431,20 +483,68 @@ impl Settings {
         if self.vectors.hnsw_threshold < 100 {
             return Err(bad("vectors.hnsw_threshold", "must be at least 100"));
         }
-        if self.working.backend != "memory" {
-            return Err(bad(
-                "working.backend",
-                format!(
-                    "unknown backend {:?}; this build supports \"memory\"",
-                    self.working.backend
-                ),
-            ));
+        match self.working.backend.as_str() {
+            "memory" => {}
+            "redis" => {
+                if !(self.working.url.starts_with("redis://")
+                    || self.working.url.starts_with("rediss://")
+                    || self.working.url.starts_with("unix://"))
+                {
+                    return Err(bad(
+                        "working.url",
+                        format!(
+                            "working.backend = \"redis\" needs a redis:// URL (got {:?})",
+                            self.working.url
+                        ),
+                    ));
+                }
+                if self.working.timeout_ms == 0 {
+                    return Err(bad("working.timeout_ms", "must be at least 1"));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "working.backend",
+                    format!("unknown backend {other:?}; use \"memory\" or \"redis\""),
+                ))
+            }
         }
         if self.working.window == 0 {
             return Err(bad("working.window", "must be at least 1"));
         }
         if self.working.ttl_seconds == 0 {
             return Err(bad("working.ttl_seconds", "must be at least 1"));
+        }
+        for (key, value) in [
+            ("sessions.window", self.sessions.window as u64),
+            ("sessions.ttl_seconds", self.sessions.ttl_seconds),
+            ("sessions.context_tokens", self.sessions.context_tokens),
+            ("proxy.context_tokens", self.proxy.context_tokens),
+            ("proxy.timeout_seconds", self.proxy.timeout_seconds),
+        ] {
+            if value == 0 {
+                return Err(bad(key, "must be at least 1"));
+            }
+        }
+        if !(self.sessions.compact_at_pct > 0.0 && self.sessions.compact_at_pct <= 1.0) {
+            return Err(bad(
+                "sessions.compact_at_pct",
+                "must be above 0 and at most 1 (0.5 compacts at half the context)",
+            ));
+        }
+        if !self.proxy.memory_budget_pct.is_finite() {
+            return Err(bad(
+                "proxy.memory_budget_pct",
+                "must be a number (0.05 to 0.40)",
+            ));
+        }
+        let upstream = &self.proxy.upstream_url;
+        let http = upstream.starts_with("http://") || upstream.starts_with("https://");
+        if !upstream.is_empty() && !http {
+            return Err(bad(
+                "proxy.upstream_url",
+                "must start with http:// or https:// (e.g. http://127.0.0.1:8080/v1)",
+            ));
         }
         for (key, value) in [
             ("limits.max_content_bytes", self.limits.max_content_bytes),
@@ -710,6 +810,15 @@ impl Settings {
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
             extraction_max_per_turn: self.extraction.max_memories_per_turn,
+            sessions: mnemos_actors::policy::session::SessionSettings {
+                window: self.sessions.window,
+                ttl: chrono::Duration::seconds(
+                    i64::try_from(self.sessions.ttl_seconds).unwrap_or(i64::MAX / 1000),
+                ),
+                context_tokens: self.sessions.context_tokens,
+                compact_at_pct: self.sessions.compact_at_pct,
+                extract: self.sessions.extract,
+            },
         }
     }
 }
@@ -809,6 +918,19 @@ mod tests {
             (
                 "cognition.lease_seconds",
                 Box::new(|s| s.cognition.lease_seconds = 1),
+            ),
+            (
+                "sessions.compact_at_pct",
+                Box::new(|s| s.sessions.compact_at_pct = 0.0),
+            ),
+            ("sessions.window", Box::new(|s| s.sessions.window = 0)),
+            (
+                "proxy.upstream_url",
+                Box::new(|s| s.proxy.upstream_url = "localhost:8080".into()),
+            ),
+            (
+                "proxy.memory_budget_pct",
+                Box::new(|s| s.proxy.memory_budget_pct = f64::NAN),
             ),
         ];
         for (key, change) in cases {

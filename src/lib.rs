@@ -14,6 +14,8 @@ pub mod eval;
 pub mod http;
 pub mod llm;
 pub mod mcp;
+pub mod proxy;
 pub mod store;
 pub mod telemetry;
 pub mod vectors;
+pub mod working;

@@ -20,6 +20,7 @@ use async_openai::Client;
 use async_trait::async_trait;
 use mnemos_actors::arbiter::Arbiter;
 use mnemos_actors::model::MemoryType;
+use mnemos_actors::policy::extraction::{self, Candidate, ExtractionKind, Speaker};
 use mnemos_actors::thought::{
     Abstraction, ClusterDigest, InnerThought, RuleThought, SessionDigest, Thought,
 };
@@ -79,7 +80,12 @@ impl CallFailure {
 }
 
 fn clip(text: &str) -> String {
-    let mut out: String = text.chars().take(MAX_ITEM_CHARS).collect();
+    clip_to(text, MAX_ITEM_CHARS)
+}
+
+/// `text` cut to `max_chars` characters, marked with an ellipsis when cut.
+fn clip_to(text: &str, max_chars: usize) -> String {
+    let mut out: String = text.chars().take(max_chars).collect();
     if out.len() < text.len() {
         out.push('…');
     }
@@ -282,6 +288,66 @@ impl InnerThought for OpenAiThought {
         }
     }
 
+    async fn extract_exchange(
+        &self,
+        user: &str,
+        assistant: &str,
+        budget: usize,
+    ) -> Thought<Vec<Candidate>> {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "memories": {
+                    "type": "array",
+                    "maxItems": budget,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "kind": { "type": "string", "enum": ["preference", "fact", "decision", "procedure"] },
+                            "content": { "type": "string", "minLength": 1, "maxLength": 240 },
+                            "speaker": { "type": "string", "enum": ["user", "assistant"] }
+                        },
+                        "required": ["kind", "content", "speaker"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["memories"],
+            "additionalProperties": false
+        });
+        let answer = self
+            .ask::<ExtractionAnswer>(
+                "extract_turn",
+                "You pick what an assistant should remember long-term from one exchange: the user's \
+                 preferences, facts about the user or their work, decisions taken, and procedures (how to \
+                 do something, as steps). Each memory is one self-contained sentence in the third person \
+                 (\"The user prefers ...\"). Skip greetings, questions and small talk; an exchange with \
+                 nothing lasting gives an empty list. Answer with JSON only.",
+                format!(
+                    "User: {}\n\nAssistant: {}",
+                    clip_to(user, 4000),
+                    clip_to(assistant, 4000)
+                ),
+                schema,
+            )
+            .await
+            .and_then(|(answer, tokens)| Ok((Self::candidates(answer, budget)?, tokens)));
+        match answer {
+            Ok((value, tokens)) => Thought {
+                value,
+                provider: "openai",
+                fallback: None,
+                tokens,
+            },
+            Err(failure) => Thought {
+                value: extraction::extract(user, assistant, budget),
+                provider: "none",
+                fallback: Some(failure.describe(self.timeout)),
+                tokens: 0,
+            },
+        }
+    }
+
     async fn summarize_session(&self, session: &SessionDigest) -> Thought<String> {
         let listing: String = session
             .items
@@ -321,6 +387,61 @@ impl InnerThought for OpenAiThought {
                 tokens: 0,
             },
         }
+    }
+}
+
+/// One memory the model found in an exchange.
+#[derive(Debug, Deserialize)]
+struct ExtractedAnswer {
+    /// preference | fact | decision | procedure.
+    kind: String,
+    /// Standalone text.
+    content: String,
+    /// user | assistant.
+    speaker: String,
+}
+
+/// The model's extraction of an exchange.
+#[derive(Debug, Deserialize)]
+struct ExtractionAnswer {
+    /// What is worth keeping, in the order said.
+    memories: Vec<ExtractedAnswer>,
+}
+
+impl OpenAiThought {
+    /// Candidates from the model's answer; an unknown kind or speaker, or empty text, makes the whole answer malformed.
+    fn candidates(answer: ExtractionAnswer, budget: usize) -> Result<Vec<Candidate>, CallFailure> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for item in answer.memories.into_iter().take(budget) {
+            let kind = match item.kind.as_str() {
+                "preference" => ExtractionKind::Preference,
+                "fact" => ExtractionKind::Fact,
+                "decision" => ExtractionKind::Decision,
+                "procedure" => ExtractionKind::Procedure,
+                other => return Err(CallFailure::Malformed(format!("unknown kind {other:?}"))),
+            };
+            let speaker = match item.speaker.as_str() {
+                "user" => Speaker::User,
+                "assistant" => Speaker::Assistant,
+                other => return Err(CallFailure::Malformed(format!("unknown speaker {other:?}"))),
+            };
+            let content = validated(&item.content, "content", 1000)?;
+            if !seen.insert(mnemos_actors::policy::consistency::normalized_hash(
+                &content,
+            )) {
+                continue;
+            }
+            out.push(Candidate {
+                kind,
+                memory_type: kind.memory_type(),
+                content,
+                tags: vec![kind.tag().to_string()],
+                reason: "llm".into(),
+                speaker,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -380,5 +501,51 @@ impl Arbiter for OpenAiThought {
         .await
         .ok()
         .map(|(answer, _)| answer.contradicts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(items: &[(&str, &str, &str)]) -> ExtractionAnswer {
+        ExtractionAnswer {
+            memories: items
+                .iter()
+                .map(|(kind, content, speaker)| ExtractedAnswer {
+                    kind: kind.to_string(),
+                    content: content.to_string(),
+                    speaker: speaker.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn extracted_memories_get_their_kind_type_and_tag_within_budget() {
+        let candidates = OpenAiThought::candidates(
+            answer(&[
+                ("preference", "The user prefers PostgreSQL.", "user"),
+                ("procedure", "To deploy, run make deploy.", "assistant"),
+                ("preference", "the user prefers postgresql", "user"),
+                ("fact", "The user lives in Lyon.", "user"),
+            ]),
+            3,
+        )
+        .unwrap();
+        // The repeat (same normalised text) is dropped; the budget cuts the rest.
+        assert_eq!(candidates.len(), 2);
+        assert_eq!(candidates[0].memory_type, MemoryType::Semantic);
+        assert_eq!(candidates[0].tags, ["preference"]);
+        assert_eq!(candidates[1].memory_type, MemoryType::Procedural);
+        assert_eq!(candidates[1].speaker, Speaker::Assistant);
+        assert_eq!(candidates[1].reason, "llm");
+    }
+
+    #[test]
+    fn an_unknown_kind_or_empty_text_makes_the_answer_malformed() {
+        assert!(OpenAiThought::candidates(answer(&[("gossip", "x", "user")]), 8).is_err());
+        assert!(OpenAiThought::candidates(answer(&[("fact", "x", "narrator")]), 8).is_err());
+        assert!(OpenAiThought::candidates(answer(&[("fact", "  ", "user")]), 8).is_err());
     }
 }

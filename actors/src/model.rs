@@ -69,6 +69,87 @@ impl SessionId {
     }
 }
 
+/// Who wrote a session message (the roles of OpenAI-style chat messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageRole {
+    /// Instructions to the model (and compaction summaries).
+    System,
+    /// The human or calling program.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's answer.
+    Tool,
+}
+
+impl MessageRole {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+    /// Parse a wire name; the error names the `role` field and the accepted values.
+    pub fn parse(raw: &str) -> MemoryResult<Self> {
+        match raw {
+            "system" => Ok(Self::System),
+            "user" => Ok(Self::User),
+            "assistant" => Ok(Self::Assistant),
+            "tool" => Ok(Self::Tool),
+            other => Err(MemoryError::invalid(
+                "role",
+                format!("role must be one of system, user, assistant, tool (got {other:?})"),
+            )),
+        }
+    }
+}
+
+/// One message of a session's conversation log (durable in the system of record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMessage {
+    /// Position in the session, from 1, gap-free: the order messages were acknowledged in.
+    pub seq: u64,
+    /// Who wrote it.
+    pub role: MessageRole,
+    /// Its text.
+    pub content: String,
+    /// Estimated tokens ([`crate::text::estimate_tokens`] plus the chat template's per-message overhead).
+    pub tokens: u32,
+    /// When it was said.
+    pub at: DateTime<Utc>,
+}
+
+/// A session's durable state: how long its log is, how far compaction has reached, and
+/// the running summary that stands in for the compacted part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Whose session.
+    pub agent_id: AgentId,
+    /// Which session.
+    pub session_id: SessionId,
+    /// Sequence number of the newest message (= messages ever posted).
+    pub last_seq: u64,
+    /// Messages up to this sequence number are summarised and archived.
+    pub compacted_through: u64,
+    /// The summary of the compacted messages, if any compaction ran.
+    pub summary: Option<String>,
+    /// When the newest message the summary covers was said (the summary's place in the
+    /// conversation, for the TTL).
+    pub summarized_at: Option<DateTime<Utc>>,
+    /// Estimated tokens of the messages after `compacted_through`.
+    pub pending_tokens: u64,
+    /// Compactions so far.
+    pub compactions: u32,
+    /// When the first message arrived.
+    pub created_at: DateTime<Utc>,
+    /// When the newest message was said.
+    pub last_message_at: DateTime<Utc>,
+}
+
 fn validate_identifier(field: &str, raw: &str) -> MemoryResult<()> {
     if raw.is_empty() || raw.len() > 128 {
         return Err(MemoryError::invalid(

@@ -34,6 +34,7 @@ use crate::policy::consolidation::PromotePolicy;
 use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::schedule::{Schedule, ScheduleZone};
+use crate::policy::session::SessionSettings;
 use crate::policy::stats::{agent_stats, AgentStats};
 use crate::policy::time::{find_time_expression, TimeRange};
 use crate::store::{
@@ -43,6 +44,11 @@ use crate::store::{
 use crate::supervisor::{
     ChildHealth, ChildKind, Children, CognitionSettings, Directory, RestartPolicy, Supervisor,
     SupervisorArgs, SupervisorMsg, SupervisorRef,
+};
+
+mod sessions;
+pub use sessions::{
+    CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
 };
 
 /// Input limits; exceeding one is a typed error naming the field.
@@ -189,6 +195,8 @@ pub struct RuntimeConfig {
     pub arbiter_timeout: Duration,
     /// Most memories one `extract_turn` call stores (its write budget).
     pub extraction_max_per_turn: usize,
+    /// Session windows, TTL and compaction.
+    pub sessions: SessionSettings,
 }
 
 impl Default for RuntimeConfig {
@@ -224,6 +232,7 @@ impl Default for RuntimeConfig {
             contradiction_min_similarity: 0.6,
             arbiter_timeout: Duration::from_secs(2),
             extraction_max_per_turn: 8,
+            sessions: SessionSettings::default(),
         }
     }
 }
@@ -432,6 +441,8 @@ pub struct RuntimeHealth {
     pub graph_backend: &'static str,
     /// Working-memory backend name.
     pub working_backend: &'static str,
+    /// Why working memory is serving from its fallback, if it is.
+    pub working_degraded: Option<String>,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
 }
@@ -459,6 +470,12 @@ struct RuntimeInner {
     inner_thought: &'static str,
     /// Model consulted when the rules are unsure.
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
+    /// Summarises sessions on compaction.
+    thought: Arc<dyn crate::thought::InnerThought>,
+    /// The working-memory store, asked for its degraded state by health.
+    working: Arc<dyn WorkingStore>,
+    /// Sessions with a background compaction running (one at a time per session).
+    compacting: std::sync::Mutex<std::collections::HashSet<(AgentId, SessionId)>>,
 }
 
 impl Runtime {
@@ -523,6 +540,9 @@ impl Runtime {
                 clock: parts.clock.clone(),
                 arbiter: parts.arbiter.clone(),
                 inner_thought: parts.thought.provider_name(),
+                thought: parts.thought.clone(),
+                working: parts.working.clone(),
+                compacting: Default::default(),
                 backends: (
                     parts.memories.backend_name(),
                     parts.graph.backend_name(),
@@ -580,6 +600,7 @@ impl Runtime {
             store_backend: self.inner.backends.0,
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
+            working_degraded: self.inner.working.degraded(),
             inner_thought: self.inner.inner_thought,
         }
     }
@@ -933,7 +954,16 @@ impl Runtime {
                 "give the user's message, the assistant's reply, or both",
             ));
         }
-        let candidates = crate::policy::extraction::extract(user, assistant, budget);
+        let thought = self
+            .inner
+            .thought
+            .extract_exchange(user, assistant, budget)
+            .await;
+        if let Some(why) = &thought.fallback {
+            tracing::debug!(reason = %why, "extract_turn fell back to rules");
+        }
+        let mut candidates = thought.value;
+        candidates.truncate(budget);
         let inputs: Vec<RememberInput> = candidates
             .into_iter()
             // A procedure stitched from a long reply may outgrow the content limit: skip it.

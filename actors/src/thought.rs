@@ -91,6 +91,21 @@ pub trait InnerThought: Send + Sync + 'static {
     async fn abstract_cluster(&self, cluster: &ClusterDigest) -> Thought<Abstraction>;
     /// Summarise an idle session.
     async fn summarize_session(&self, session: &SessionDigest) -> Thought<String>;
+    /// Mine a user/assistant exchange for memories worth keeping (at most `budget`), in
+    /// the order said. The default is the offline rules of [`crate::policy::extraction`].
+    async fn extract_exchange(
+        &self,
+        user: &str,
+        assistant: &str,
+        budget: usize,
+    ) -> Thought<Vec<crate::policy::extraction::Candidate>> {
+        Thought {
+            value: crate::policy::extraction::extract(user, assistant, budget),
+            provider: "none",
+            fallback: None,
+            tokens: 0,
+        }
+    }
 }
 
 /// The offline provider (`none`): extractive and rule-based.

@@ -333,7 +333,8 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
         .children
         .iter()
         .any(|c| c.state != ChildState::Running)
-        || health.index.is_none();
+        || health.index.is_none()
+        || health.working_degraded.is_some();
     let state_of = |kind: ChildKind| {
         health
             .children
@@ -356,7 +357,11 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
             "indexed": health.index.as_ref().map(|i| i.vectors),
         },
         "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
-        "working": { "backend": health.working_backend, "state": state_of(ChildKind::Working) },
+        "working": {
+            "backend": health.working_backend,
+            "state": if health.working_degraded.is_some() { "degraded" } else { state_of(ChildKind::Working) },
+            "fallback": health.working_degraded,
+        },
         "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
     });
     Json(HealthView {

@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod handlers;
+pub mod sessions;
 pub mod tools;
 pub mod wire;
 
@@ -40,6 +41,8 @@ pub struct AppState {
     pub mcp_allowed_hosts: Vec<String>,
     /// Cancelled at shutdown so open MCP sessions and streams end and the drain can finish.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The OpenAI-compatible memory proxy (`/v1/chat/completions`).
+    pub proxy: crate::proxy::Proxy,
 }
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process).
@@ -224,6 +227,9 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         handlers::delete_memory,
         handlers::memory_history_resource,
         handlers::cognition_runs,
+        sessions::post_messages,
+        sessions::get_messages,
+        sessions::compact,
         handlers::health,
         handlers::metrics,
     ),
@@ -266,6 +272,13 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             get(handlers::memory_history_resource),
         )
         .route("/v1/cognition/runs", get(handlers::cognition_runs))
+        .route(
+            "/v1/sessions/{id}/messages",
+            post(sessions::post_messages).get(sessions::get_messages),
+        )
+        .route("/v1/sessions/{id}/compact", post(sessions::compact))
+        .route("/v1/chat/completions", post(crate::proxy::chat_completions))
+        .route("/v1/models", get(crate::proxy::models))
         .route("/v1/admin/archive", post(handlers::archive))
         .route(
             "/v1/admin/actors/{child}/fail",

@@ -13,13 +13,13 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use mnemos_actors::error::ErrorCode;
 use mnemos_actors::model::{
     version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
-    SessionId, SourceRef,
+    MessageRole, SessionId, SourceRef,
 };
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::policy::time::TimeRange;
 use mnemos_actors::store::{
     ConsolidationCommit, GraphStore, KeywordQuery, ListQuery, MemoryStore, SessionArchive,
-    StoredMemory,
+    SessionCompaction, StoredMemory,
 };
 use mnemos_actors::testing::memory_fixture;
 use sqlx::Connection;
@@ -137,6 +137,7 @@ on_both_backends!(
     purge_removes_only_memories_forgotten_long_enough,
     touch_find_by_hash_neighbours_and_runs,
     keyword_search_filters_status_time_and_follows_updates,
+    session_log_appends_and_compacts_once,
 );
 
 /// A fixed instant with whole microseconds (both stores keep microseconds).
@@ -912,6 +913,96 @@ async fn keyword_search_filters_status_time_and_follows_updates<S: TestStore>(st
     );
 }
 
+async fn session_log_appends_and_compacts_once<S: TestStore>(store: &S) {
+    let alice = agent("alice");
+    let chat = SessionId::parse("chat").unwrap();
+    assert!(store.session_record(&alice, &chat).await.unwrap().is_none());
+    let roles = [MessageRole::User, MessageRole::Assistant];
+    for i in 0..4u32 {
+        let message = store
+            .append_session_message(
+                &alice,
+                &chat,
+                roles[i as usize % 2],
+                &format!("message {i}"),
+                10 + i,
+                t0() + Duration::seconds(i64::from(i)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(message.seq, u64::from(i) + 1);
+    }
+    // A message said earlier than the newest does not move last_message_at back.
+    store
+        .append_session_message(&alice, &chat, MessageRole::User, "late", 5, t0())
+        .await
+        .unwrap();
+    let record = store.session_record(&alice, &chat).await.unwrap().unwrap();
+    assert_eq!(record.last_seq, 5);
+    assert_eq!(record.compacted_through, 0);
+    assert_eq!(record.pending_tokens, 10 + 11 + 12 + 13 + 5);
+    assert_eq!(record.created_at, t0());
+    assert_eq!(record.last_message_at, t0() + Duration::seconds(3));
+    assert_eq!(record.summary, None);
+    let after = store
+        .session_messages_after(&alice, &chat, 3)
+        .await
+        .unwrap();
+    assert_eq!(after.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![4, 5]);
+    assert_eq!(after[0].role, MessageRole::Assistant);
+    assert_eq!(after[0].content, "message 3");
+    assert_eq!(after[0].tokens, 13);
+    assert_eq!(after[0].at, t0() + Duration::seconds(3));
+    // Another agent's session of the same name is another session.
+    assert!(store
+        .session_record(&agent("bob"), &chat)
+        .await
+        .unwrap()
+        .is_none());
+    let compaction = |archive: &Memory, through: u64| SessionCompaction {
+        archive: stored(archive),
+        agent_id: alice.clone(),
+        session_id: chat.clone(),
+        through,
+        summary: format!("summary through {through}"),
+        at: t0() + Duration::seconds(2),
+    };
+    let mut archive = fixture("alice", "message 0 message 1 message 2", t0());
+    archive.tags = vec!["archive_summary".into()];
+    assert!(store
+        .commit_session_compaction(&compaction(&archive, 3))
+        .await
+        .unwrap());
+    let again = fixture("alice", "the same messages again", t0());
+    assert!(!store
+        .commit_session_compaction(&compaction(&again, 3))
+        .await
+        .unwrap());
+    assert!(store.get(&again.id).await.unwrap().is_none());
+    // Not past the end of the log.
+    let beyond = fixture("alice", "messages never posted", t0());
+    assert!(!store
+        .commit_session_compaction(&compaction(&beyond, 9))
+        .await
+        .unwrap());
+    let record = store.session_record(&alice, &chat).await.unwrap().unwrap();
+    assert_eq!(record.compacted_through, 3);
+    assert_eq!(record.compactions, 1);
+    assert_eq!(record.pending_tokens, 13 + 5);
+    assert_eq!(record.summary.as_deref(), Some("summary through 3"));
+    assert_eq!(record.summarized_at, Some(t0() + Duration::seconds(2)));
+    assert!(store.get(&archive.id).await.unwrap().is_some());
+    // The log keeps every message.
+    assert_eq!(
+        store
+            .session_messages_after(&alice, &chat, 0)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
 /// A corpus with repeated words, titles, accents, shared memories, several agents and
 /// lengths, so BM25's idf, length normalisation and tie-breaking all matter.
 fn parity_corpus() -> Vec<Memory> {
@@ -1177,6 +1268,33 @@ async fn postgres_replicas_on_one_schema_serialise_their_writes() {
                 claimed += usize::from(task.await.unwrap());
             }
             assert_eq!(claimed, 1);
+            // Concurrent appends to one session from both replicas: gap-free sequence numbers.
+            let chat = SessionId::parse("busy").unwrap();
+            let mut tasks = Vec::new();
+            for i in 0..20 {
+                let store = replicas[i % 2].clone();
+                let chat = chat.clone();
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .append_session_message(
+                            &agent("alice"),
+                            &chat,
+                            MessageRole::User,
+                            &format!("m{i}"),
+                            1,
+                            t0(),
+                        )
+                        .await
+                        .unwrap()
+                        .seq
+                }));
+            }
+            let mut seqs = Vec::new();
+            for task in tasks {
+                seqs.push(task.await.unwrap());
+            }
+            seqs.sort_unstable();
+            assert_eq!(seqs, (1..=20).collect::<Vec<u64>>());
             // Deletes from both replicas; the statistics match the index exactly.
             let mut tasks = Vec::new();
             for (i, id) in all_ids.iter().take(10).enumerate() {

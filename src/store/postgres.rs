@@ -29,12 +29,12 @@ use chrono::{DateTime, Utc};
 use mnemos_actors::error::{ErrorCode, MemoryError, MemoryResult};
 use mnemos_actors::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
-    MemoryVersion, SessionId, SourceRef,
+    MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord, SourceRef,
 };
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
-    MemoryStore, SessionArchive, StoredMemory, FORGET_REASONS,
+    MemoryStore, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::search_terms;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
@@ -1194,6 +1194,151 @@ impl MemoryStore for PostgresStore {
             return Ok(false);
         }
         insert_records(&mut tx, std::slice::from_ref(&archive.summary)).await?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(true)
+    }
+
+    async fn append_session_message(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        role: MessageRole,
+        content: &str,
+        tokens: u32,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<SessionMessage> {
+        // The upsert locks the session's row until commit, so concurrent appends to one
+        // session (from any replica) take consecutive sequence numbers.
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO sessions (agent_id, session_id, last_seq, pending_tokens, created_at, last_message_at) \
+             VALUES ($1, $2, 1, $3, $4, $4) \
+             ON CONFLICT (agent_id, session_id) DO UPDATE SET last_seq = sessions.last_seq + 1, \
+             pending_tokens = sessions.pending_tokens + excluded.pending_tokens, \
+             last_message_at = GREATEST(sessions.last_message_at, excluded.last_message_at) \
+             RETURNING last_seq",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .bind(i64::from(tokens))
+        .bind(at)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        sqlx::query(
+            "INSERT INTO session_messages (agent_id, session_id, seq, role, content, tokens, at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .bind(seq)
+        .bind(role.as_str())
+        .bind(content)
+        .bind(i64::from(tokens))
+        .bind(at)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(SessionMessage {
+            seq: seq as u64,
+            role,
+            content: content.to_string(),
+            tokens,
+            at,
+        })
+    }
+
+    async fn session_record(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<SessionRecord>> {
+        let row = sqlx::query(
+            "SELECT last_seq, compacted_through, summary, summarized_at, pending_tokens, compactions, \
+             created_at, last_message_at FROM sessions WHERE agent_id = $1 AND session_id = $2",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let count = |name: &str| -> MemoryResult<u64> {
+            Ok(row.try_get::<i64, _>(name).map_err(corrupt)?.max(0) as u64)
+        };
+        Ok(Some(SessionRecord {
+            agent_id: agent.clone(),
+            session_id: session.clone(),
+            last_seq: count("last_seq")?,
+            compacted_through: count("compacted_through")?,
+            summary: row.try_get("summary").map_err(corrupt)?,
+            summarized_at: row.try_get("summarized_at").map_err(corrupt)?,
+            pending_tokens: count("pending_tokens")?,
+            compactions: count("compactions")? as u32,
+            created_at: row.try_get("created_at").map_err(corrupt)?,
+            last_message_at: row.try_get("last_message_at").map_err(corrupt)?,
+        }))
+    }
+
+    async fn session_messages_after(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        after: u64,
+    ) -> MemoryResult<Vec<SessionMessage>> {
+        let rows = sqlx::query(
+            "SELECT seq, role, content, tokens, at FROM session_messages \
+             WHERE agent_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter()
+            .map(|row| {
+                let role: String = row.try_get("role").map_err(corrupt)?;
+                Ok(SessionMessage {
+                    seq: row.try_get::<i64, _>("seq").map_err(corrupt)? as u64,
+                    role: MessageRole::parse(&role)?,
+                    content: row.try_get("content").map_err(corrupt)?,
+                    tokens: row.try_get::<i64, _>("tokens").map_err(corrupt)? as u32,
+                    at: row.try_get("at").map_err(corrupt)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn commit_session_compaction(
+        &self,
+        compaction: &SessionCompaction,
+    ) -> MemoryResult<bool> {
+        let mut tx = self.write_transaction().await?;
+        let through = i64::try_from(compaction.through).unwrap_or(i64::MAX);
+        // Only while the mark is behind: two compactions of the same messages commit once.
+        let marked = sqlx::query(
+            "UPDATE sessions SET compacted_through = $1, summary = $2, summarized_at = $3, \
+             compactions = compactions + 1, \
+             pending_tokens = (SELECT COALESCE(SUM(tokens), 0) FROM session_messages m \
+                 WHERE m.agent_id = $4 AND m.session_id = $5 AND m.seq > $1) \
+             WHERE agent_id = $4 AND session_id = $5 AND compacted_through < $1 AND last_seq >= $1",
+        )
+        .bind(through)
+        .bind(&compaction.summary)
+        .bind(compaction.at)
+        .bind(compaction.agent_id.as_str())
+        .bind(compaction.session_id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        if marked.rows_affected() == 0 {
+            return Ok(false);
+        }
+        insert_records(&mut tx, std::slice::from_ref(&compaction.archive)).await?;
         tx.commit().await.map_err(backend_error)?;
         Ok(true)
     }

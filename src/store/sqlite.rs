@@ -13,12 +13,12 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
-    MemoryVersion, SessionId, SourceRef,
+    MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord, SourceRef,
 };
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
-    MemoryStore, SessionArchive, StoredMemory, FORGET_REASONS,
+    MemoryStore, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::search_terms;
 use sqlx::sqlite::{
@@ -997,6 +997,146 @@ impl MemoryStore for SqliteStore {
             return Ok(false);
         }
         insert_records(&mut tx, std::slice::from_ref(&archive.summary)).await?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(true)
+    }
+
+    async fn append_session_message(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        role: MessageRole,
+        content: &str,
+        tokens: u32,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<SessionMessage> {
+        let mut tx = self.write_transaction().await?;
+        let at_text = format_time(&at);
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO sessions (agent_id, session_id, last_seq, pending_tokens, created_at, last_message_at) \
+             VALUES (?1, ?2, 1, ?3, ?4, ?4) \
+             ON CONFLICT (agent_id, session_id) DO UPDATE SET last_seq = sessions.last_seq + 1, \
+             pending_tokens = sessions.pending_tokens + excluded.pending_tokens, \
+             last_message_at = MAX(sessions.last_message_at, excluded.last_message_at) \
+             RETURNING last_seq",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .bind(i64::from(tokens))
+        .bind(&at_text)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        sqlx::query(
+            "INSERT INTO session_messages (agent_id, session_id, seq, role, content, tokens, at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .bind(seq)
+        .bind(role.as_str())
+        .bind(content)
+        .bind(i64::from(tokens))
+        .bind(&at_text)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(SessionMessage {
+            seq: seq as u64,
+            role,
+            content: content.to_string(),
+            tokens,
+            at,
+        })
+    }
+
+    async fn session_record(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<SessionRecord>> {
+        let row = sqlx::query(
+            "SELECT last_seq, compacted_through, summary, summarized_at, pending_tokens, compactions, \
+             created_at, last_message_at FROM sessions WHERE agent_id = ? AND session_id = ?",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let summarized_at: Option<String> = row.get("summarized_at");
+        Ok(Some(SessionRecord {
+            agent_id: agent.clone(),
+            session_id: session.clone(),
+            last_seq: row.get::<i64, _>("last_seq") as u64,
+            compacted_through: row.get::<i64, _>("compacted_through") as u64,
+            summary: row.get("summary"),
+            summarized_at: summarized_at.as_deref().map(parse_time).transpose()?,
+            pending_tokens: row.get::<i64, _>("pending_tokens") as u64,
+            compactions: row.get::<i64, _>("compactions") as u32,
+            created_at: parse_time(row.get("created_at"))?,
+            last_message_at: parse_time(row.get("last_message_at"))?,
+        }))
+    }
+
+    async fn session_messages_after(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        after: u64,
+    ) -> MemoryResult<Vec<SessionMessage>> {
+        let rows = sqlx::query(
+            "SELECT seq, role, content, tokens, at FROM session_messages \
+             WHERE agent_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
+        )
+        .bind(agent.as_str())
+        .bind(session.as_str())
+        .bind(after as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(SessionMessage {
+                    seq: row.get::<i64, _>("seq") as u64,
+                    role: MessageRole::parse(row.get("role"))?,
+                    content: row.get("content"),
+                    tokens: row.get::<i64, _>("tokens") as u32,
+                    at: parse_time(row.get("at"))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn commit_session_compaction(
+        &self,
+        compaction: &SessionCompaction,
+    ) -> MemoryResult<bool> {
+        let mut tx = self.write_transaction().await?;
+        let through = compaction.through as i64;
+        let marked = sqlx::query(
+            "UPDATE sessions SET compacted_through = ?1, summary = ?2, summarized_at = ?3, \
+             compactions = compactions + 1, \
+             pending_tokens = (SELECT COALESCE(SUM(tokens), 0) FROM session_messages m \
+                 WHERE m.agent_id = ?4 AND m.session_id = ?5 AND m.seq > ?1) \
+             WHERE agent_id = ?4 AND session_id = ?5 AND compacted_through < ?1 AND last_seq >= ?1",
+        )
+        .bind(through)
+        .bind(&compaction.summary)
+        .bind(format_time(&compaction.at))
+        .bind(compaction.agent_id.as_str())
+        .bind(compaction.session_id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        if marked.rows_affected() == 0 {
+            return Ok(false);
+        }
+        insert_records(&mut tx, std::slice::from_ref(&compaction.archive)).await?;
         tx.commit().await.map_err(backend_error)?;
         Ok(true)
     }

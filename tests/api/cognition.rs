@@ -362,24 +362,6 @@ async fn two_server_processes_on_one_database_run_each_firing_once() {
     drop(b);
 }
 
-/// The llama.cpp server `.ci/run` starts, or None (with a visible SKIPPED line).
-fn llm_url(test: &str) -> Option<String> {
-    match std::env::var("MNEMOS_TEST_LLM_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must start the LLM server and set MNEMOS_TEST_LLM_URL (bash .ci/llm.sh start)"
-            );
-            crate::helpers::skipped(
-                test,
-                "set MNEMOS_TEST_LLM_URL to an OpenAI-compatible /v1 URL (bash .ci/llm.sh start prints it)",
-            );
-            None
-        }
-    }
-}
-
 async fn llm_app(url: &str, timeout_ms: u64, max_tokens: u32) -> TestApp {
     let temp = tempfile::tempdir().unwrap();
     let mut settings = test_settings(temp.path());
@@ -394,7 +376,9 @@ async fn llm_app(url: &str, timeout_ms: u64, max_tokens: u32) -> TestApp {
 
 #[tokio::test]
 async fn the_openai_provider_abstracts_a_cluster_with_a_real_llm() {
-    let Some(url) = llm_url("the_openai_provider_abstracts_a_cluster_with_a_real_llm") else {
+    let Some(url) =
+        crate::helpers::llm_url("the_openai_provider_abstracts_a_cluster_with_a_real_llm")
+    else {
         return;
     };
     let app = llm_app(&url, 120_000, 200).await;
@@ -438,7 +422,8 @@ async fn the_openai_provider_abstracts_a_cluster_with_a_real_llm() {
 
 #[tokio::test]
 async fn the_openai_provider_falls_back_to_rules_on_timeout() {
-    let Some(url) = llm_url("the_openai_provider_falls_back_to_rules_on_timeout") else {
+    let Some(url) = crate::helpers::llm_url("the_openai_provider_falls_back_to_rules_on_timeout")
+    else {
         return;
     };
     let app = llm_app(&url, 1, 200).await;
@@ -464,7 +449,9 @@ async fn the_openai_provider_falls_back_to_rules_on_timeout() {
 
 #[tokio::test]
 async fn the_openai_provider_falls_back_to_rules_on_a_malformed_answer() {
-    let Some(url) = llm_url("the_openai_provider_falls_back_to_rules_on_a_malformed_answer") else {
+    let Some(url) =
+        crate::helpers::llm_url("the_openai_provider_falls_back_to_rules_on_a_malformed_answer")
+    else {
         return;
     };
     // Three tokens cannot hold the required JSON object: the server's answer is cut short.
@@ -497,7 +484,9 @@ async fn consolidate_rejects_bad_input_with_a_typed_error() {
 
 #[tokio::test]
 async fn the_llm_arbiter_decides_routing_the_rules_are_unsure_about() {
-    let Some(url) = llm_url("the_llm_arbiter_decides_routing_the_rules_are_unsure_about") else {
+    let Some(url) =
+        crate::helpers::llm_url("the_llm_arbiter_decides_routing_the_rules_are_unsure_about")
+    else {
         return;
     };
     let temp = tempfile::tempdir().unwrap();
@@ -535,8 +524,9 @@ async fn the_llm_arbiter_decides_routing_the_rules_are_unsure_about() {
 
 #[tokio::test]
 async fn build_context_counts_tokens_within_five_percent_of_a_real_tokenizer() {
-    let Some(url) = llm_url("build_context_counts_tokens_within_five_percent_of_a_real_tokenizer")
-    else {
+    let Some(url) = crate::helpers::llm_url(
+        "build_context_counts_tokens_within_five_percent_of_a_real_tokenizer",
+    ) else {
         return;
     };
     let app = spawn_app().await;

@@ -207,3 +207,57 @@ async fn bad_input_is_refused_naming_the_field() {
     .await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn with_an_llm_configured_extraction_asks_it_for_structured_memories() {
+    let test = "with_an_llm_configured_extraction_asks_it_for_structured_memories";
+    let Some(url) = llm_url(test) else {
+        return;
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.inner_thought.provider = "openai".into();
+    settings.inner_thought.base_url = url;
+    settings.inner_thought.model = "smollm2".into();
+    settings.inner_thought.timeout_ms = 120_000;
+    // Two memories of at most 240 characters fit the 400 tokens the model may write,
+    // so its answer cannot be cut off mid-JSON.
+    settings.inner_thought.max_tokens = 400;
+    settings.inner_thought.temperature = 0.0;
+    settings.extraction.max_memories_per_turn = 2;
+    let app = spawn_with(settings, Some(temp)).await;
+    let stored = extract(
+        &app,
+        "lee",
+        "I always deploy on Tuesdays and I prefer PostgreSQL for new services.",
+        "Got it: Tuesday deploys and PostgreSQL by default.",
+    )
+    .await;
+    // The model answered in the schema (llama.cpp enforces it as a grammar); whatever it
+    // chose went through the remember pipeline with its kind's tag.
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let calls: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("mnemos_llm_calls_total")
+                && l.contains("purpose=\"extract_turn\"")
+                && l.contains("outcome=\"ok\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        calls >= 1.0,
+        "no successful extract_turn call to the LLM:\n{metrics}"
+    );
+    assert!(stored.len() <= 2, "the write budget holds for the LLM too");
+    for memory in &stored {
+        let tags = tags(memory);
+        assert!(
+            ["preference", "fact", "decision", "procedure"]
+                .iter()
+                .any(|kind| tags.iter().any(|t| t == kind)),
+            "{memory}"
+        );
+        assert_eq!(memory["session_id"], "s1");
+    }
+}

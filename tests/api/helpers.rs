@@ -352,3 +352,22 @@ pub fn skipped(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
+
+/// The llama.cpp server `.ci/run` starts, or None (with a visible SKIPPED line; under
+/// `CI` a missing server fails the test).
+pub fn llm_url(test: &str) -> Option<String> {
+    match std::env::var("MNEMOS_TEST_LLM_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must start the LLM server and set MNEMOS_TEST_LLM_URL (bash .ci/llm.sh start)"
+            );
+            skipped(
+                test,
+                "set MNEMOS_TEST_LLM_URL to an OpenAI-compatible /v1 URL (bash .ci/llm.sh start prints it)",
+            );
+            None
+        }
+    }
+}

@@ -8,5 +8,8 @@ mod helpers;
 mod lifecycle;
 mod mcp;
 mod postgres;
+mod proxy;
+mod redis_working;
 mod resources;
+mod sessions;
 mod tools;

@@ -1075,6 +1075,42 @@ mod tests {
         async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
             self.inner.commit_session_archive(archive).await
         }
+        async fn append_session_message(
+            &self,
+            agent: &AgentId,
+            session: &SessionId,
+            role: crate::model::MessageRole,
+            content: &str,
+            tokens: u32,
+            at: DateTime<Utc>,
+        ) -> MemoryResult<crate::model::SessionMessage> {
+            self.inner
+                .append_session_message(agent, session, role, content, tokens, at)
+                .await
+        }
+        async fn session_record(
+            &self,
+            agent: &AgentId,
+            session: &SessionId,
+        ) -> MemoryResult<Option<crate::model::SessionRecord>> {
+            self.inner.session_record(agent, session).await
+        }
+        async fn session_messages_after(
+            &self,
+            agent: &AgentId,
+            session: &SessionId,
+            after: u64,
+        ) -> MemoryResult<Vec<crate::model::SessionMessage>> {
+            self.inner
+                .session_messages_after(agent, session, after)
+                .await
+        }
+        async fn commit_session_compaction(
+            &self,
+            compaction: &crate::store::SessionCompaction,
+        ) -> MemoryResult<bool> {
+            self.inner.commit_session_compaction(compaction).await
+        }
         async fn try_acquire_lease(
             &self,
             job: &str,

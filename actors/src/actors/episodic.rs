@@ -11,8 +11,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use super::{answer_in_task, injected_fault};
 use crate::clock::Clock;
 use crate::error::MemoryResult;
-use crate::model::{AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion};
-use crate::store::{KeywordQuery, ListQuery, MemoryStore, StoredMemory};
+use crate::model::{
+    AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole, SessionId,
+    SessionMessage, SessionRecord,
+};
+use crate::store::{KeywordQuery, ListQuery, MemoryStore, SessionCompaction, StoredMemory};
 
 /// Handle to the episodic actor.
 pub type EpisodicRef = ActorRef<EpisodicMsg>;
@@ -104,6 +107,27 @@ pub enum EpisodicMsg {
     FlushTouches,
     /// Apply queued reinforcement and checkpoint the store (shutdown).
     Flush { reply: Reply<()> },
+    /// Append a message to a session's log (the acknowledgement point of a session message).
+    AppendMessage {
+        agent: AgentId,
+        session: SessionId,
+        role: MessageRole,
+        content: String,
+        tokens: u32,
+        at: DateTime<Utc>,
+        reply: Reply<SessionMessage>,
+    },
+    /// A session's state and its uncompacted messages (None: no such session).
+    SessionLog {
+        agent: AgentId,
+        session: SessionId,
+        reply: Reply<Option<(SessionRecord, Vec<SessionMessage>)>>,
+    },
+    /// Commit a session compaction atomically; false when it was already compacted that far.
+    CommitCompaction {
+        compaction: Box<SessionCompaction>,
+        reply: Reply<bool>,
+    },
     /// Test hook: fail the actor as if its state were broken.
     InjectFault,
 }
@@ -274,6 +298,37 @@ impl Actor for EpisodicActor {
                 let touched = state.flush_touches().await;
                 let flushed = store.flush().await;
                 let _ = reply.send(touched.and(flushed));
+            }
+            EpisodicMsg::AppendMessage {
+                agent,
+                session,
+                role,
+                content,
+                tokens,
+                at,
+                reply,
+            } => {
+                let _ = reply.send(
+                    store
+                        .append_session_message(&agent, &session, role, &content, tokens, at)
+                        .await,
+                );
+            }
+            EpisodicMsg::SessionLog {
+                agent,
+                session,
+                reply,
+            } => answer_in_task(reply, async move {
+                let Some(record) = store.session_record(&agent, &session).await? else {
+                    return Ok(None);
+                };
+                let pending = store
+                    .session_messages_after(&agent, &session, record.compacted_through)
+                    .await?;
+                Ok(Some((record, pending)))
+            }),
+            EpisodicMsg::CommitCompaction { compaction, reply } => {
+                let _ = reply.send(store.commit_session_compaction(&compaction).await);
             }
             EpisodicMsg::InjectFault => return Err(injected_fault("episodic")),
         }

@@ -11,5 +11,6 @@ pub mod fusion;
 pub mod retention;
 pub mod routing;
 pub mod schedule;
+pub mod session;
 pub mod stats;
 pub mod time;

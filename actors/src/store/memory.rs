@@ -12,14 +12,14 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::{
     Collection, ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery,
-    ListQuery, MemoryStore, SessionArchive, StoredMemory, VectorIndex, VectorQuery, WorkingItem,
-    WorkingStore,
+    ListQuery, MemoryStore, SessionArchive, SessionCompaction, StoredMemory, VectorIndex,
+    VectorQuery, WorkingItem, WorkingStore,
 };
 use crate::embedding::dot;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryVersion,
-    SessionId,
+    MessageRole, SessionId, SessionMessage, SessionRecord,
 };
 use crate::text::search_terms;
 
@@ -33,6 +33,9 @@ struct Row {
     /// Past states, oldest first.
     versions: Vec<MemoryVersion>,
 }
+
+/// A session's state and its messages, oldest first.
+type SessionLog = (SessionRecord, Vec<SessionMessage>);
 
 /// A job lease: (holder, expires_at, last claimed slot).
 type Lease = (String, DateTime<Utc>, DateTime<Utc>);
@@ -50,6 +53,8 @@ pub struct InMemoryMemoryStore {
     archives: Mutex<BTreeMap<(AgentId, SessionId), DateTime<Utc>>>,
     /// Job leases by job name.
     leases: Mutex<BTreeMap<String, Lease>>,
+    /// Session logs: each session's state and its messages, oldest first.
+    sessions: Mutex<BTreeMap<(AgentId, SessionId), SessionLog>>,
 }
 
 impl InMemoryMemoryStore {
@@ -504,6 +509,105 @@ impl MemoryStore for InMemoryMemoryStore {
             .or_insert_with(|| Row {
                 memory: archive.summary.memory.clone(),
                 embedding: archive.summary.embedding.clone(),
+                versions: Vec::new(),
+            });
+        Ok(true)
+    }
+
+    async fn append_session_message(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        role: MessageRole,
+        content: &str,
+        tokens: u32,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<SessionMessage> {
+        let mut sessions = self.sessions.lock().map_err(lock_error)?;
+        let (record, messages) = sessions
+            .entry((agent.clone(), session.clone()))
+            .or_insert_with(|| {
+                (
+                    SessionRecord {
+                        agent_id: agent.clone(),
+                        session_id: session.clone(),
+                        last_seq: 0,
+                        compacted_through: 0,
+                        summary: None,
+                        summarized_at: None,
+                        pending_tokens: 0,
+                        compactions: 0,
+                        created_at: at,
+                        last_message_at: at,
+                    },
+                    Vec::new(),
+                )
+            });
+        record.last_seq += 1;
+        record.pending_tokens += u64::from(tokens);
+        record.last_message_at = record.last_message_at.max(at);
+        let message = SessionMessage {
+            seq: record.last_seq,
+            role,
+            content: content.to_string(),
+            tokens,
+            at,
+        };
+        messages.push(message.clone());
+        Ok(message)
+    }
+
+    async fn session_record(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<SessionRecord>> {
+        let sessions = self.sessions.lock().map_err(lock_error)?;
+        Ok(sessions
+            .get(&(agent.clone(), session.clone()))
+            .map(|(record, _)| record.clone()))
+    }
+
+    async fn session_messages_after(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        after: u64,
+    ) -> MemoryResult<Vec<SessionMessage>> {
+        let sessions = self.sessions.lock().map_err(lock_error)?;
+        Ok(sessions
+            .get(&(agent.clone(), session.clone()))
+            .map(|(_, messages)| messages.iter().filter(|m| m.seq > after).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn commit_session_compaction(
+        &self,
+        compaction: &SessionCompaction,
+    ) -> MemoryResult<bool> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        let mut sessions = self.sessions.lock().map_err(lock_error)?;
+        let Some((record, messages)) =
+            sessions.get_mut(&(compaction.agent_id.clone(), compaction.session_id.clone()))
+        else {
+            return Ok(false);
+        };
+        if record.compacted_through >= compaction.through || compaction.through > record.last_seq {
+            return Ok(false);
+        }
+        record.compacted_through = compaction.through;
+        record.summary = Some(compaction.summary.clone());
+        record.summarized_at = Some(compaction.at);
+        record.compactions += 1;
+        record.pending_tokens = messages
+            .iter()
+            .filter(|m| m.seq > compaction.through)
+            .map(|m| u64::from(m.tokens))
+            .sum();
+        rows.entry(compaction.archive.memory.id.clone())
+            .or_insert_with(|| Row {
+                memory: compaction.archive.memory.clone(),
+                embedding: compaction.archive.embedding.clone(),
                 versions: Vec::new(),
             });
         Ok(true)

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use crate::error::MemoryResult;
 use crate::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
-    MemoryVersion, SessionId,
+    MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord,
 };
 
 /// A memory together with its embedding, as written to the system of record.
@@ -115,6 +115,25 @@ pub struct SessionArchive {
     pub session_id: SessionId,
     /// Activity up to this instant is covered by the summary.
     pub archived_through: DateTime<Utc>,
+}
+
+/// A session compaction, committed atomically: the archive memory holding the compacted
+/// history, and the session's new summary and compaction mark. Idempotent: a session
+/// already compacted through `through` is left alone.
+#[derive(Debug, Clone)]
+pub struct SessionCompaction {
+    /// The archive memory (episodic, tagged `archive_summary`): the full compacted history.
+    pub archive: StoredMemory,
+    /// Whose session.
+    pub agent_id: AgentId,
+    /// Which session.
+    pub session_id: SessionId,
+    /// Messages up to this sequence number are covered.
+    pub through: u64,
+    /// The running summary that replaces them in the window.
+    pub summary: String,
+    /// When the newest message it covers was said (the summary's place in the conversation).
+    pub at: DateTime<Utc>,
 }
 
 /// Version reasons of memories archived by forgetting (by decay or on request): only
@@ -220,6 +239,34 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// Record a session's summary and archive mark atomically; false (and nothing
     /// written) when the session is already summarised through `archived_through`.
     async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool>;
+    /// Append a message to a session's log (creating the session) and return it with its
+    /// sequence number; durable when this returns (the acknowledgement point of a message).
+    async fn append_session_message(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        role: MessageRole,
+        content: &str,
+        tokens: u32,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<SessionMessage>;
+    /// A session's state, or None when it has no message.
+    async fn session_record(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<SessionRecord>>;
+    /// A session's messages with sequence numbers after `after`, oldest first.
+    async fn session_messages_after(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        after: u64,
+    ) -> MemoryResult<Vec<SessionMessage>>;
+    /// Commit a compaction (see [`SessionCompaction`]); false, with nothing written, when
+    /// the session is already compacted through `through`.
+    async fn commit_session_compaction(&self, compaction: &SessionCompaction)
+        -> MemoryResult<bool>;
     /// Claim scheduled job `job` for firing `slot` until `expires_at`: succeeds when
     /// this slot has not been claimed yet and no other holder's claim is live at `now`.
     /// With several processes on one database, each firing runs in exactly one of them.
@@ -338,6 +385,10 @@ pub struct WorkingItem {
 pub trait WorkingStore: Send + Sync + 'static {
     /// Short backend name for health (`memory`, `redis`).
     fn backend_name(&self) -> &'static str;
+    /// Why the backend is serving from a fallback, if it is (shown in `/health`).
+    fn degraded(&self) -> Option<String> {
+        None
+    }
     /// Append to a session's window (dropping the oldest beyond the window size) and refresh its TTL.
     async fn push(
         &self,

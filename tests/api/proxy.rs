@@ -1,0 +1,456 @@
+//! The OpenAI-compatible memory proxy (`/v1/chat/completions`, `/v1/models`):
+//! - with the official `openai` Python SDK (`tests/proxy_client.py`) against the real
+//!   llama-server `.ci/run` starts (plain, streaming, upstream errors, a missing agent);
+//! - against a recording upstream in this process, to check byte for byte what was
+//!   forwarded (the `<memory>` block in the system message, its budget) and what came back.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::StatusCode as AxumStatus;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// The client script.
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/proxy_client.py");
+
+/// Whether the OpenAI SDK is importable; when it is not, fail under CI or say SKIPPED.
+async fn sdk_available(test: &str) -> bool {
+    let probe = tokio::process::Command::new("python3")
+        .args(["-c", "import openai"])
+        .output()
+        .await;
+    if probe.is_ok_and(|output| output.status.success()) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install the OpenAI Python SDK (python3 -m pip install openai)"
+    );
+    skipped(test, "pip install openai");
+    false
+}
+
+async fn proxy_app(upstream: &str, context_tokens: u64) -> TestApp {
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.proxy.upstream_url = upstream.to_string();
+    settings.proxy.context_tokens = context_tokens;
+    spawn_with(settings, Some(temp)).await
+}
+
+async fn remember_billing_facts(app: &TestApp, agent: &str) {
+    for fact in [
+        "The billing service stores invoices in PostgreSQL 16.",
+        "The billing service listens on port 8443 behind the gateway.",
+        "The billing service is owned by the payments team.",
+    ] {
+        app.remember(agent, fact, json!({"type": "semantic"})).await;
+    }
+}
+
+#[tokio::test]
+async fn the_openai_sdk_talks_to_a_real_model_through_the_proxy() {
+    let test = "the_openai_sdk_talks_to_a_real_model_through_the_proxy";
+    let Some(url) = llm_url(test) else {
+        return;
+    };
+    if !sdk_available(test).await {
+        return;
+    }
+    let app = proxy_app(&url, 2048).await;
+    remember_billing_facts(&app, "pia").await;
+    let output = tokio::time::timeout(
+        Duration::from_secs(300),
+        tokio::process::Command::new("python3")
+            .arg(CLIENT)
+            .env("MNEMOS_URL", &app.address)
+            .env("UPSTREAM_URL", &url)
+            .env("AGENT", "pia")
+            .env("EMPTY_AGENT", "nobody")
+            .env("SESSION", "chat-1")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes within five minutes")
+    .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "tests/proxy_client.py failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("a JSON summary");
+    assert_eq!(summary["ok"], true, "{summary}");
+    // 20% of 2048 tokens.
+    assert_eq!(summary["plain"]["budget"], 409);
+
+    // Both exchanges with a session header were remembered in that session, after the answers.
+    let logged = eventually(Duration::from_secs(20), || async {
+        let view = app.get("/v1/sessions/chat-1/messages?agent_id=pia").await;
+        view.status() == StatusCode::OK
+            && view.json::<Value>().await.unwrap()["total_messages"] == 4
+    })
+    .await;
+    assert!(
+        logged,
+        "the proxied exchanges did not reach the session log"
+    );
+    let view = app.get("/v1/sessions/chat-1/messages?agent_id=pia").await;
+    let view = assert_status(view, StatusCode::OK).await;
+    let roles: Vec<&str> = view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(
+        view["messages"][3]["content"], summary["stream"]["answer"],
+        "the streamed answer is remembered as streamed"
+    );
+    // The agent without memories got no session and no memory from the proxy.
+    let nobody = app
+        .get("/v1/sessions/chat-1/messages?agent_id=nobody")
+        .await;
+    assert_error(nobody, StatusCode::NOT_FOUND, "not_found", None).await;
+}
+
+/// What the recording upstream received.
+#[derive(Default)]
+struct Recorded {
+    /// Bodies of chat completion requests.
+    bodies: Vec<Value>,
+    /// Authorization headers.
+    authorization: Vec<Option<String>>,
+}
+
+/// An upstream that records each request and answers according to the request's `model`:
+/// `fail` → 429 with an OpenAI error body, `stream` → three SSE chunks, else a completion.
+async fn recording_upstream() -> (String, Arc<Mutex<Recorded>>) {
+    let recorded = Arc::new(Mutex::new(Recorded::default()));
+    let state = recorded.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(
+            move |headers: axum::http::HeaderMap, axum::Json(body): axum::Json<Value>| {
+                let state = state.clone();
+                async move {
+                    {
+                        let mut recorded = state.lock().unwrap();
+                        recorded.bodies.push(body.clone());
+                        recorded.authorization.push(
+                            headers
+                                .get("authorization")
+                                .map(|v| v.to_str().unwrap().to_string()),
+                        );
+                    }
+                    match body["model"].as_str() {
+                        Some("fail") => (
+                            AxumStatus::TOO_MANY_REQUESTS,
+                            [("content-type", "application/json"), ("retry-after", "7")],
+                            r#"{"error":{"message":"slow down","type":"rate_limit"}}"#.to_string(),
+                        )
+                            .into_response(),
+                        Some("stream") => (
+                            AxumStatus::OK,
+                            [("content-type", "text/event-stream")],
+                            [
+                                r#"data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+                                r#"data: {"choices":[{"index":0,"delta":{"content":"Port "}}]}"#,
+                                r#"data: {"choices":[{"index":0,"delta":{"content":"8443."}}]}"#,
+                                "data: [DONE]",
+                            ]
+                            .map(|line| format!("{line}\n\n"))
+                            .concat(),
+                        )
+                            .into_response(),
+                        _ => axum::Json(json!({
+                            "id": "x", "object": "chat.completion", "model": "m",
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": "It uses PostgreSQL 16."}}],
+                        }))
+                        .into_response(),
+                    }
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{address}/v1"), recorded)
+}
+
+async fn chat(app: &TestApp, headers: &[(&str, &str)], body: Value) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.address))
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("request sent")
+}
+
+#[tokio::test]
+async fn the_memory_block_goes_into_the_system_message_within_budget() {
+    let (upstream, recorded) = recording_upstream().await;
+    let app = proxy_app(&upstream, 1000).await;
+    remember_billing_facts(&app, "pia").await;
+
+    let body = json!({
+        "model": "m",
+        "temperature": 0.1,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Which database does billing use?"},
+        ],
+    });
+    let response = chat(
+        &app,
+        &[("x-mnemos-agent-id", "pia"), ("authorization", "Bearer k1")],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let injected: usize = response.headers()["x-mnemos-memories-injected"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let tokens: usize = response.headers()["x-mnemos-memory-tokens"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(response.headers()["x-mnemos-memory-budget"], "200");
+    assert!(injected >= 1);
+    assert!(tokens > 0 && tokens <= 200, "{tokens}");
+    // The answer is the upstream's, unchanged.
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "It uses PostgreSQL 16."
+    );
+
+    let forwarded = recorded.lock().unwrap().bodies[0].clone();
+    assert_eq!(
+        recorded.lock().unwrap().authorization[0].as_deref(),
+        Some("Bearer k1")
+    );
+    // Everything but the system message went through untouched.
+    assert_eq!(forwarded["temperature"], 0.1);
+    assert_eq!(forwarded["messages"][1], body["messages"][1]);
+    assert_eq!(forwarded["messages"].as_array().unwrap().len(), 2);
+    let system = forwarded["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You are terse.\n\n<memory>\n"),
+        "{system}"
+    );
+    assert!(system.ends_with("</memory>"));
+    assert!(system.contains("PostgreSQL 16"), "{system}");
+    let block = &system["You are terse.\n\n".len()..];
+    assert_eq!(mnemos_actors::text::estimate_tokens(block), tokens);
+
+    // A tiny budget still never overflows; memories that do not fit are left out.
+    let response = chat(
+        &app,
+        &[
+            ("x-mnemos-agent-id", "pia"),
+            ("x-mnemos-context-tokens", "400"),
+            ("x-mnemos-memory-budget-pct", "0.05"),
+        ],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-mnemos-memory-budget"], "20");
+    let tokens: usize = response.headers()["x-mnemos-memory-tokens"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(tokens <= 20, "{tokens}");
+
+    // An agent without memories: the request goes through unchanged.
+    let response = chat(&app, &[("x-mnemos-agent-id", "nobody")], body.clone()).await;
+    assert_eq!(response.headers()["x-mnemos-memories-injected"], "0");
+    let forwarded = recorded.lock().unwrap().bodies.last().unwrap().clone();
+    assert_eq!(forwarded["messages"], body["messages"]);
+
+    // Without a session header the exchange is mined with extract_turn, after the answer.
+    let preference = json!({"model": "m", "messages": [
+        {"role": "user", "content": "I prefer tabs over spaces in every repository."},
+    ]});
+    let response = chat(&app, &[("x-mnemos-agent-id", "pia")], preference).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mined = eventually(Duration::from_secs(10), || async {
+        let list = app.get("/v1/memories?agent_id=pia").await;
+        let list = assert_status(list, StatusCode::OK).await;
+        list["memories"].as_array().unwrap().iter().any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("tabs over spaces"))
+        })
+    })
+    .await;
+    assert!(
+        mined,
+        "the proxied exchange was not mined for the preference"
+    );
+}
+
+#[tokio::test]
+async fn streams_pass_through_and_are_remembered_after_the_last_chunk() {
+    let (upstream, _recorded) = recording_upstream().await;
+    let app = proxy_app(&upstream, 1000).await;
+    remember_billing_facts(&app, "pia").await;
+    let response = chat(
+        &app,
+        &[("x-mnemos-agent-id", "pia"), ("x-mnemos-session-id", "s9")],
+        json!({"model": "stream", "stream": true,
+               "messages": [{"role": "user", "content": "Which port does billing listen on?"}]}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    assert!(response.headers()["x-mnemos-memories-injected"] != "0");
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains(r#"{"content":"Port "}"#) && text.ends_with("data: [DONE]\n\n"),
+        "{text}"
+    );
+    let logged = eventually(Duration::from_secs(10), || async {
+        let view = app.get("/v1/sessions/s9/messages?agent_id=pia").await;
+        if view.status() != StatusCode::OK {
+            return false;
+        }
+        let view: Value = view.json().await.unwrap();
+        view["messages"][1]["content"] == "Port 8443."
+    })
+    .await;
+    assert!(logged, "the streamed exchange was not logged");
+}
+
+#[tokio::test]
+async fn upstream_errors_pass_through_and_mnemos_errors_are_typed() {
+    let (upstream, recorded) = recording_upstream().await;
+    let app = proxy_app(&upstream, 1000).await;
+    let user = json!({"role": "user", "content": "hi"});
+    let response = chat(
+        &app,
+        &[("x-mnemos-agent-id", "pia")],
+        json!({"model": "fail", "messages": [user]}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"error":{"message":"slow down","type":"rate_limit"}}"#
+    );
+
+    let no_agent = chat(&app, &[], json!({"model": "m", "messages": [user]})).await;
+    assert_error(
+        no_agent,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("X-Mnemos-Agent-Id"),
+    )
+    .await;
+    let bad_agent = chat(
+        &app,
+        &[("x-mnemos-agent-id", "no spaces")],
+        json!({"model": "m", "messages": [user]}),
+    )
+    .await;
+    assert_error(
+        bad_agent,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("X-Mnemos-Agent-Id"),
+    )
+    .await;
+    let no_messages = chat(&app, &[("x-mnemos-agent-id", "pia")], json!({"model": "m"})).await;
+    assert_error(
+        no_messages,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("messages"),
+    )
+    .await;
+    let not_json = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.address))
+        .header("x-mnemos-agent-id", "pia")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_error(
+        not_json,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("body"),
+    )
+    .await;
+    let bad_pct = chat(
+        &app,
+        &[
+            ("x-mnemos-agent-id", "pia"),
+            ("x-mnemos-memory-budget-pct", "lots"),
+        ],
+        json!({"model": "m", "messages": [user]}),
+    )
+    .await;
+    assert_error(
+        bad_pct,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("X-Mnemos-Memory-Budget-Pct"),
+    )
+    .await;
+    // None of the refused requests reached the upstream.
+    assert_eq!(recorded.lock().unwrap().bodies.len(), 1);
+
+    // An unreachable upstream is a 503 with the contract's body, not a hang or a 500.
+    let dead = proxy_app("http://127.0.0.1:9/v1", 1000).await;
+    let response = chat(
+        &dead,
+        &[("x-mnemos-agent-id", "pia")],
+        json!({"model": "m", "messages": [user]}),
+    )
+    .await;
+    assert_error(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "backend_unavailable",
+        None,
+    )
+    .await;
+    // And with no upstream configured the proxy says how to turn it on.
+    let off = spawn_app().await;
+    let response = chat(
+        &off,
+        &[("x-mnemos-agent-id", "pia")],
+        json!({"model": "m", "messages": [user]}),
+    )
+    .await;
+    let body = assert_error(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "backend_unavailable",
+        None,
+    )
+    .await;
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("proxy.upstream_url"));
+}
