@@ -900,6 +900,32 @@ async fn keyword_search_filters_status_time_and_follows_updates<S: TestStore>(st
         ids(&store.keyword_search(&ranged).await.unwrap()),
         vec![late.id.clone()]
     );
+    // "Before X" starts at chrono's earliest instant (`policy::time`).
+    let mut before = search("alice", "hiking", false);
+    before.occurred = Some(TimeRange {
+        start: DateTime::<Utc>::MIN_UTC,
+        end: t0() + Duration::days(5),
+    });
+    assert_eq!(
+        ids(&store.keyword_search(&before).await.unwrap()),
+        vec![early.id.clone()]
+    );
+    let listed = store
+        .list(&ListQuery {
+            agent_id: Some(agent("alice")),
+            limit: 10,
+            occurred: Some(TimeRange {
+                start: t0() + Duration::days(5),
+                end: Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap(),
+            }),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.into_iter().map(|m| m.id).collect::<Vec<_>>(),
+        vec![late.id.clone()]
+    );
     let mut limited = search("alice", "hiking", false);
     limited.limit = 1;
     assert_eq!(store.keyword_search(&limited).await.unwrap().len(), 1);

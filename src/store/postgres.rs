@@ -72,6 +72,22 @@ const BM25_B: f64 = 0.75;
 /// (PostgreSQL limits a `tsvector` lexeme to 2 KiB).
 const MAX_LEXEME_BYTES: usize = 1000;
 
+/// `time` within what `timestamptz` holds (4713 BC to 294276 AD). Open-ended ranges
+/// use chrono's extremes (`DateTime::<Utc>::MIN_UTC` for "before X"), which SQLite
+/// compares as text but PostgreSQL refuses; no storable instant lies beyond the clamp.
+fn pg_time(time: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::TimeZone;
+    let earliest = Utc
+        .with_ymd_and_hms(-4700, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let latest = Utc
+        .with_ymd_and_hms(262_000, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    time.clamp(earliest, latest)
+}
+
 fn backend_error(error: sqlx::Error) -> MemoryError {
     MemoryError::unavailable(format!("postgres: {error}"))
 }
@@ -745,9 +761,9 @@ impl MemoryStore for PostgresStore {
             Some(range) => {
                 builder
                     .push(" AND occurred_at >= ")
-                    .push_bind(range.start)
+                    .push_bind(pg_time(range.start))
                     .push(" AND occurred_at < ")
-                    .push_bind(range.end)
+                    .push_bind(pg_time(range.end))
                     .push(" ORDER BY occurred_at DESC, id DESC LIMIT ");
             }
             None => {
@@ -836,26 +852,9 @@ impl MemoryStore for PostgresStore {
         distinct.sort();
         distinct.dedup();
         let singles: Vec<String> = distinct.iter().map(|l| single(l)).collect();
-        // Statistics, document frequencies and matches from one snapshot, as one FTS5 query sees them.
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await
-            .map_err(backend_error)?;
-        let (rows_total, tokens_total): (i64, i64) =
-            sqlx::query_as("SELECT docs, tokens FROM keyword_stats WHERE id = 1")
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-        let hits: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT u.lexeme, (SELECT count(*) FROM memory_search s WHERE s.terms @@ CAST(u.query AS tsquery)) \
-             FROM unnest(CAST($1 AS text[]), CAST($2 AS text[])) AS u(lexeme, query)",
-        )
-        .bind(&distinct)
-        .bind(&singles)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(backend_error)?;
+        // One statement, so one snapshot (as one FTS5 query sees the index) and one round
+        // trip: the matches, each with the collection statistics and the document
+        // frequency of every distinct term (uncorrelated subqueries, computed once).
         let mut builder: QueryBuilder<Postgres> = QueryBuilder::new(
             "SELECT m.id, s.length, ARRAY(SELECT COALESCE(CAST(s.tf ->> x.lexeme AS bigint), 0) \
              FROM unnest(CAST(",
@@ -863,7 +862,15 @@ impl MemoryStore for PostgresStore {
         builder
             .push_bind(phrases.clone())
             .push(
-                " AS text[])) WITH ORDINALITY AS x(lexeme, position) ORDER BY x.position) AS freqs \
+                " AS text[])) WITH ORDINALITY AS x(lexeme, position) ORDER BY x.position) AS freqs, \
+                 (SELECT docs FROM keyword_stats WHERE id = 1) AS docs, \
+                 (SELECT tokens FROM keyword_stats WHERE id = 1) AS tokens, \
+                 ARRAY(SELECT (SELECT count(*) FROM memory_search h WHERE h.terms @@ CAST(u.query AS tsquery)) \
+                 FROM unnest(CAST(",
+            )
+            .push_bind(singles)
+            .push(
+                " AS text[])) WITH ORDINALITY AS u(query, position) ORDER BY u.position) AS hits \
                  FROM memory_search s JOIN memories m ON m.id = s.memory_id \
                  WHERE s.terms @@ CAST(",
             )
@@ -876,20 +883,24 @@ impl MemoryStore for PostgresStore {
         if let Some(range) = &query.occurred {
             builder
                 .push(" AND m.occurred_at >= ")
-                .push_bind(range.start)
+                .push_bind(pg_time(range.start))
                 .push(" AND m.occurred_at < ")
-                .push_bind(range.end);
+                .push_bind(pg_time(range.end));
         }
-        let matches: Vec<(String, i32, Vec<i64>)> = builder
+        type Match = (String, i32, Vec<i64>, i64, i64, Vec<i64>);
+        let matches: Vec<Match> = builder
             .build_query_as()
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.pool)
             .await
             .map_err(backend_error)?;
-        tx.commit().await.map_err(backend_error)?;
-        if matches.is_empty() || rows_total <= 0 {
+        let Some((_, _, _, rows_total, tokens_total, hits)) = matches.first() else {
+            return Ok(Vec::new());
+        };
+        let (rows_total, tokens_total) = (*rows_total, *tokens_total);
+        if rows_total <= 0 {
             return Ok(Vec::new());
         }
-        let hits: HashMap<String, i64> = hits.into_iter().collect();
+        let hits: HashMap<&String, i64> = distinct.iter().zip(hits.iter().copied()).collect();
         let idfs: Vec<f64> = phrases
             .iter()
             .map(|p| idf(rows_total, hits.get(p).copied().unwrap_or(0)))
@@ -897,7 +908,7 @@ impl MemoryStore for PostgresStore {
         let avgdl = tokens_total as f64 / rows_total as f64;
         let mut scored: Vec<(MemoryId, f64)> = matches
             .into_iter()
-            .map(|(id, length, freqs)| {
+            .map(|(id, length, freqs, _, _, _)| {
                 let freqs: Vec<f64> = freqs.iter().map(|f| *f as f64).collect();
                 (MemoryId(id), bm25(&freqs, &idfs, f64::from(length), avgdl))
             })
@@ -1104,7 +1115,7 @@ impl MemoryStore for PostgresStore {
              IN ($3, $4) ORDER BY m.updated_at, m.id",
         )
         .bind(agent.as_str())
-        .bind(archived_before)
+        .bind(pg_time(archived_before))
         .bind(FORGET_REASONS[0])
         .bind(FORGET_REASONS[1])
         .fetch_all(&mut *tx)
@@ -1140,7 +1151,7 @@ impl MemoryStore for PostgresStore {
              WHERE g.last_activity < $1 AND (a.archived_through IS NULL OR g.last_activity > a.archived_through) \
              ORDER BY g.last_activity LIMIT $2",
         )
-        .bind(idle_before)
+        .bind(pg_time(idle_before))
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await
