@@ -1,14 +1,15 @@
 //! mnemos as a library: spawn the runtime in-process on the embedded (in-memory)
 //! stores and talk to its actors by message through the typed `Runtime` handle; no
 //! HTTP, no files. Remembers a few experiences, recalls, runs one sleep cycle and
-//! reads the run log.
+//! reads the run log, then shares state between two nodes through a KV namespace.
 //!
 //! Run it with `cargo run --example library`; `cargo test --workspace` runs it too.
 
 use mnemos_actors::model::{AgentId, MemoryType};
+use mnemos_actors::namespaces::NamespaceName;
 use mnemos_actors::policy::clustering::ClusterParams;
 use mnemos_actors::runtime::{
-    RecallInput, RememberInput, RuntimeConfig, RuntimeParts, SleepSettings,
+    KvPutInput, RecallInput, RememberInput, RuntimeConfig, RuntimeParts, SleepSettings,
 };
 use mnemos_actors::{MemoryResult, Runtime};
 
@@ -21,6 +22,10 @@ pub struct Observed {
     pub new_knowledge: u32,
     /// Runs in the run log afterwards.
     pub runs_logged: usize,
+    /// The KV entry one node read after another wrote it.
+    pub shared_value: serde_json::Value,
+    /// Keys the bounded namespace evicted.
+    pub evicted: Vec<String>,
 }
 
 /// The whole walk-through.
@@ -92,11 +97,44 @@ pub async fn run() -> MemoryResult<Observed> {
     }
 
     let runs = runtime.runs(Some(&agent), 10).await?;
+
+    // Two nodes of an orchestrator share a KV namespace by naming it; it keeps at most 2 keys.
+    let planner = AgentId::parse("planner")?;
+    let worker = AgentId::parse("worker")?;
+    let board = NamespaceName::parse("board")?;
+    runtime.kv_configure(&board, 2).await?;
+    let mut evicted = Vec::new();
+    for (key, goal) in [
+        ("task:1", "write docs"),
+        ("task:2", "fix bug"),
+        ("task:3", "ship"),
+    ] {
+        let put = runtime
+            .kv_put(
+                &planner,
+                &board,
+                key,
+                KvPutInput {
+                    value: serde_json::json!({ "goal": goal }),
+                    tags: vec!["open".into()],
+                    ttl_seconds: None,
+                },
+            )
+            .await?;
+        evicted.extend(put.evicted);
+    }
+    let shared = runtime.kv_get(&board, "task:3").await?;
+    println!(
+        "kv: {} read {} written by {}; evicted {evicted:?}",
+        worker, shared.key, shared.written_by
+    );
     runtime.shutdown().await?;
     Ok(Observed {
         top_recalled: top,
         new_knowledge: run.new_semantic + run.new_procedural,
         runs_logged: runs.len(),
+        shared_value: shared.value,
+        evicted,
     })
 }
 
@@ -113,5 +151,7 @@ mod tests {
         assert!(observed.top_recalled.contains("5433"), "{observed:?}");
         assert_eq!(observed.new_knowledge, 1, "{observed:?}");
         assert_eq!(observed.runs_logged, 1);
+        assert_eq!(observed.shared_value["goal"], "ship");
+        assert_eq!(observed.evicted, vec!["task:1".to_string()]);
     }
 }

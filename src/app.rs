@@ -64,6 +64,17 @@ impl Services {
         let embedder = crate::embedding::from_settings(&settings.embedding)
             .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
         let (thought, arbiter) = inner_thought(settings);
+        let mut projections: Vec<Arc<dyn mnemos_actors::store::Projection>> = Vec::new();
+        if settings.graph.backend == "falkordb" {
+            projections.push(Arc::new(
+                crate::graph::falkordb::FalkorProjection::new(
+                    &settings.graph.url,
+                    &settings.graph.name,
+                    std::time::Duration::from_millis(settings.graph.timeout_ms),
+                )
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?,
+            ));
+        }
         let working: Arc<dyn mnemos_actors::store::WorkingStore> =
             match settings.working.backend.as_str() {
                 "redis" => Arc::new(
@@ -88,10 +99,12 @@ impl Services {
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
             graph: record.graph(),
             working,
+            namespaces: record.namespaces(),
             embedder,
             clock: Arc::new(SystemClock),
             arbiter,
             thought,
+            projections,
         };
         let runtime = Runtime::start(parts, settings.runtime_config())
             .await

@@ -33,6 +33,10 @@ pub struct Settings {
     pub vectors: VectorSettings,
     /// Working memory.
     pub working: WorkingSettings,
+    /// Association-graph projection.
+    pub graph: GraphSettings,
+    /// The outbox projector.
+    pub projector: ProjectorSettings,
     /// Input limits.
     pub limits: LimitSettings,
     /// Memory defaults.
@@ -47,6 +51,8 @@ pub struct Settings {
     pub contradiction: ContradictionSettings,
     /// Mining exchanges for memories (`extract_turn`).
     pub extraction: ExtractionSettings,
+    /// KV namespaces.
+    pub namespaces: NamespacesConfig,
     /// Session message logs, windows and compaction.
     pub sessions: SessionsConfig,
     /// The OpenAI-compatible memory proxy.
@@ -127,6 +133,34 @@ pub struct WorkingSettings {
     pub window: usize,
     /// Session expiry after the last write.
     pub ttl_seconds: u64,
+}
+
+/// `[graph]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphSettings {
+    /// `sql` (the SQL graph only) or `falkordb` (plus a FalkorDB projection).
+    pub backend: String,
+    /// Server URL for `falkordb` (`redis://127.0.0.1:6380`).
+    pub url: String,
+    /// Graph name inside FalkorDB.
+    pub name: String,
+    /// Budget of one call to the graph server in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// `[projector]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectorSettings {
+    /// Milliseconds between projector ticks.
+    pub interval_ms: u64,
+    /// Outbox entries per batch.
+    pub batch: usize,
+    /// First retry delay of a failing projection, in milliseconds (doubles per failure).
+    pub retry_initial_ms: u64,
+    /// Longest retry delay, in milliseconds.
+    pub retry_max_ms: u64,
 }
 
 /// `[limits]`.
@@ -211,6 +245,20 @@ pub struct ContradictionSettings {
 pub struct ExtractionSettings {
     /// Most memories one `extract_turn` call stores.
     pub max_memories_per_turn: usize,
+}
+
+/// `[namespaces]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespacesConfig {
+    /// `max_entries` of a namespace created by its first put.
+    pub default_max_entries: usize,
+    /// Largest `max_entries` a namespace may be given.
+    pub max_entries_limit: usize,
+    /// Largest value (as JSON) in bytes.
+    pub max_value_bytes: usize,
+    /// Longest key in bytes.
+    pub max_key_bytes: usize,
 }
 
 /// `[sessions]`.
@@ -483,6 +531,47 @@ impl Settings {
         if self.vectors.hnsw_threshold < 100 {
             return Err(bad("vectors.hnsw_threshold", "must be at least 100"));
         }
+        match self.graph.backend.as_str() {
+            "sql" => {}
+            "falkordb" => {
+                if !(self.graph.url.starts_with("redis://")
+                    || self.graph.url.starts_with("rediss://"))
+                {
+                    return Err(bad(
+                        "graph.url",
+                        format!(
+                            "graph.backend = \"falkordb\" needs a redis:// URL of the FalkorDB server (got {:?})",
+                            self.graph.url
+                        ),
+                    ));
+                }
+                if self.graph.name.is_empty() || self.graph.timeout_ms == 0 {
+                    return Err(bad(
+                        "graph.name",
+                        "graph.name must be set and graph.timeout_ms at least 1",
+                    ));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "graph.backend",
+                    format!("unknown backend {other:?}; use \"sql\" or \"falkordb\""),
+                ))
+            }
+        }
+        for (key, value) in [
+            ("projector.interval_ms", self.projector.interval_ms),
+            ("projector.batch", self.projector.batch as u64),
+            (
+                "projector.retry_initial_ms",
+                self.projector.retry_initial_ms,
+            ),
+            ("projector.retry_max_ms", self.projector.retry_max_ms),
+        ] {
+            if value == 0 {
+                return Err(bad(key, "must be at least 1"));
+            }
+        }
         match self.working.backend.as_str() {
             "memory" => {}
             "redis" => {
@@ -556,10 +645,29 @@ impl Settings {
                 "extraction.max_memories_per_turn",
                 self.extraction.max_memories_per_turn,
             ),
+            (
+                "namespaces.default_max_entries",
+                self.namespaces.default_max_entries,
+            ),
+            (
+                "namespaces.max_entries_limit",
+                self.namespaces.max_entries_limit,
+            ),
+            (
+                "namespaces.max_value_bytes",
+                self.namespaces.max_value_bytes,
+            ),
+            ("namespaces.max_key_bytes", self.namespaces.max_key_bytes),
         ] {
             if value == 0 {
                 return Err(bad(key, "must be at least 1"));
             }
+        }
+        if self.namespaces.default_max_entries > self.namespaces.max_entries_limit {
+            return Err(bad(
+                "namespaces.default_max_entries",
+                "must not exceed namespaces.max_entries_limit",
+            ));
         }
         if !(0.0..=1.0).contains(&self.memory.default_importance) {
             return Err(bad("memory.default_importance", "must be between 0 and 1"));
@@ -810,6 +918,18 @@ impl Settings {
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
             extraction_max_per_turn: self.extraction.max_memories_per_turn,
+            projector_interval: Duration::from_millis(self.projector.interval_ms),
+            projector_batch: self.projector.batch,
+            projector_retry: (
+                Duration::from_millis(self.projector.retry_initial_ms),
+                Duration::from_millis(self.projector.retry_max_ms),
+            ),
+            namespaces: mnemos_actors::runtime::NamespaceSettings {
+                default_max_entries: self.namespaces.default_max_entries,
+                max_entries_limit: self.namespaces.max_entries_limit,
+                max_value_bytes: self.namespaces.max_value_bytes,
+                max_key_bytes: self.namespaces.max_key_bytes,
+            },
             sessions: mnemos_actors::policy::session::SessionSettings {
                 window: self.sessions.window,
                 ttl: chrono::Duration::seconds(

@@ -11,6 +11,7 @@ pub mod context;
 pub mod data_dir;
 pub mod embedding;
 pub mod eval;
+pub mod graph;
 pub mod http;
 pub mod llm;
 pub mod mcp;

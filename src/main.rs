@@ -129,6 +129,13 @@ enum Command {
     },
     /// Archive idle sessions now (summaries tagged archive_summary; working memory cleared).
     Archive,
+    /// Rebuild projections from SQL: the external ones (`graph.backend = "falkordb"`, …)
+    /// and the in-process vector index.
+    Reindex {
+        /// Only this projection (`falkordb`, `vectors`); default every one.
+        #[arg(long)]
+        projection: Option<String>,
+    },
     /// Apply database migrations and report the store's state.
     Migrate,
     /// Load synthetic memories and measure throughput, latency, restart time and memory.
@@ -330,6 +337,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 limit,
                 cursor: cursor.map(MemoryId),
                 occurred: None,
+                project_id: None,
             };
             let (memories, next) = runtime.list(query).await.map_err(user_error)?;
             let response = ListResponse {
@@ -448,6 +456,43 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                     "archival {}: {} idle sessions summarised",
                     r.id, r.processed
                 )
+            });
+        }
+        Command::Reindex { projection } => {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            let mut done: Vec<(String, u64)> = Vec::new();
+            if projection.as_deref().is_none_or(|p| p == "vectors") {
+                bar.set_message("rebuilding the vector index from stored embeddings…");
+                let vectors = runtime.reindex().await.map_err(user_error)?;
+                done.push(("vectors".into(), vectors as u64));
+            }
+            if projection.as_deref() != Some("vectors") {
+                bar.set_message("rebuilding external projections from SQL…");
+                done.extend(
+                    runtime
+                        .rebuild_projections(projection.clone())
+                        .await
+                        .map_err(user_error)?,
+                );
+            }
+            bar.finish_and_clear();
+            let report: Vec<serde_json::Value> = done
+                .iter()
+                .map(|(name, n)| serde_json::json!({"projection": name, "covered": n}))
+                .collect();
+            print(json, &report, |r| {
+                r.iter()
+                    .map(|p| {
+                        format!(
+                            "{}: rebuilt ({})",
+                            p["projection"].as_str().unwrap_or(""),
+                            p["covered"]
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
             });
         }
         Command::Serve

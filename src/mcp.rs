@@ -30,7 +30,7 @@ use tracing::Instrument;
 use utoipa::OpenApi;
 
 use crate::http::error::mcp_error_code;
-use crate::http::{from_json_value, tools};
+use crate::http::{from_json_value, namespaces, tools};
 
 /// One tool of the contract: its name, the OpenAPI component of its arguments, when an
 /// agent should call it, and whether it only reads.
@@ -149,6 +149,74 @@ const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
     },
+    ToolSpec {
+        name: "project_put",
+        body: "ProjectPutBody",
+        description: "Create one of the agent's projects, or change its name or isolation, and optionally attach a \
+            session to it. Memories written in an attached session (or with project_id) belong to the project; \
+            an isolated project's memories are recalled only when recall names that project_id. Call it when work \
+            starts on a distinct project whose memories must not mix with others.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "project_list",
+        body: "ProjectListBody",
+        description: "List the agent's projects with their isolation flags. Call it to find the project_id to pass \
+            to remember, recall or build_context.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "kv_put",
+        body: "KvPutBody",
+        description: "Write a key in a shared key-value namespace (any JSON value, optional tags and ttl_seconds). \
+            Every agent naming the same namespace shares it: use it for coordination state of a multi-agent \
+            workflow (plans, task claims, intermediate results). The namespace keeps at most max_entries keys \
+            and evicts the least recently used; evicted keys are listed in the answer.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "kv_get",
+        body: "KvKeyBody",
+        description: "Read a key of a shared key-value namespace (a use: it becomes the most recently used entry). \
+            Call it to fetch coordination state another agent (or you) wrote; a missing key is a not_found error.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "kv_search",
+        body: "KvSearchBody",
+        description: "Search a shared key-value namespace for entries whose key, tags or value contain the query's \
+            words, best first. Call it when you do not know the exact key.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "kv_list_by_tag",
+        body: "KvListByTagBody",
+        description: "List the entries of a shared key-value namespace carrying a tag (every entry when tag is \
+            omitted), most recently used first. Call it to collect related state, e.g. every open task.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "kv_stats",
+        body: "KvStatsBody",
+        description: "Counters of a shared key-value namespace: entries, max_entries, hits, misses, evictions, puts. \
+            Call it to check whether the namespace is near its bound.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "kv_delete",
+        body: "KvKeyBody",
+        description: "Delete a key from a shared key-value namespace. Call it when the state it holds is finished \
+            or wrong.",
+        read_only: false,
+        destructive: true,
+    },
 ];
 
 /// The MCP server: the contract's tools over one runtime. Cheap to clone; the streamable
@@ -188,6 +256,16 @@ impl MnemosMcp {
             "memory_history" => answer(tools::memory_history(runtime, parse(arguments)?).await),
             "build_context" => answer(tools::build_context(runtime, parse(arguments)?).await),
             "extract_turn" => answer(tools::extract_turn(runtime, parse(arguments)?).await),
+            "project_put" => answer(namespaces::project_put(runtime, parse(arguments)?).await),
+            "project_list" => answer(namespaces::project_list(runtime, parse(arguments)?).await),
+            "kv_put" => answer(namespaces::kv_put(runtime, parse(arguments)?).await),
+            "kv_get" => answer(namespaces::kv_get(runtime, parse(arguments)?).await),
+            "kv_search" => answer(namespaces::kv_search(runtime, parse(arguments)?).await),
+            "kv_list_by_tag" => {
+                answer(namespaces::kv_list_by_tag(runtime, parse(arguments)?).await)
+            }
+            "kv_stats" => answer(namespaces::kv_stats(runtime, parse(arguments)?).await),
+            "kv_delete" => answer(namespaces::kv_delete(runtime, parse(arguments)?).await),
             unknown => Err(MemoryError::invalid(
                 "name",
                 format!("no tool named {unknown:?}; tools/list names the tools this server has"),
@@ -407,7 +485,8 @@ mod tests {
     #[test]
     fn every_tool_has_a_plain_object_schema_with_required_fields() {
         let tools = tool_definitions();
-        assert_eq!(tools.len(), 11);
+        assert_eq!(tools.len(), TOOLS.len());
+        assert_eq!(tools.len(), 19);
         for tool in &tools {
             let schema = Value::Object((*tool.input_schema).clone());
             assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);

@@ -4,7 +4,7 @@
     python3 tests/mcp_client.py stdio <command> [args...]   # env: inherited (MNEMOS__DATA_DIR, ...)
     python3 tests/mcp_client.py http <url>                   # e.g. http://127.0.0.1:8077/mcp
 
-Initialises a session, lists the tools (all ten, each with an input schema that has
+Initialises a session, lists the tools (all nineteen, each with an input schema that has
 `required`), calls every tool with valid arguments, then makes bad calls and checks
 that they fail with an MCP error whose data carries `invalid_argument` and the field.
 Prints a JSON summary on stdout; exits non-zero on any failure.
@@ -32,7 +32,8 @@ except ImportError:  # pragma: no cover - older SDK
 TOOLS = {
     "remember", "remember_batch", "recall", "associate", "spreading_activation",
     "forget", "consolidate", "reflect", "memory_history", "build_context",
-    "extract_turn",
+    "extract_turn", "project_put", "project_list", "kv_put", "kv_get", "kv_search",
+    "kv_list_by_tag", "kv_stats", "kv_delete",
 }
 AGENT = "mcp-client"
 
@@ -145,14 +146,50 @@ async def exercise(session):
     forgotten = await call(session, "forget", {"agent_id": AGENT, "id": second_id})
     check(forgotten["forgotten"] == [second_id], f"forget: {forgotten}")
 
+    # Projects: an isolated project's memory is recalled only inside the project.
+    created = await call(session, "project_put", {
+        "agent_id": AGENT, "project_id": "vault", "isolated": True, "session_id": "vault-session",
+    })
+    check(created["isolated"] is True and created["sessions"] == ["vault-session"], f"project_put: {created}")
+    listed = await call(session, "project_list", {"agent_id": AGENT})
+    check([p["project_id"] for p in listed["projects"]] == ["vault"], f"project_list: {listed}")
+    hidden = await call(session, "remember", {
+        "agent_id": AGENT, "content": "The vault combination is 4 8 15 16", "session_id": "vault-session",
+    })
+    check(hidden["memory"]["project_id"] == "vault", f"remember in a project session: {hidden}")
+    outside = await call(session, "recall", {"agent_id": AGENT, "query": "vault combination"})
+    check(all(r["memory"]["id"] != hidden["memory"]["id"] for r in outside["results"]), f"recall outside: {outside}")
+    inside = await call(session, "recall", {"agent_id": AGENT, "query": "vault combination", "project_id": "vault"})
+    check(inside["results"][0]["memory"]["id"] == hidden["memory"]["id"], f"recall inside: {inside}")
+
+    # KV namespaces: shared by name between nodes, LRU-bounded.
+    put = await call(session, "kv_put", {
+        "agent_id": "planner", "namespace": "crew", "key": "task:1", "value": {"owner": None, "goal": "draft release notes"},
+        "tags": ["open"],
+    })
+    check(put["created"] is True and put["evicted"] == [], f"kv_put: {put}")
+    got = await call(session, "kv_get", {"namespace": "crew", "key": "task:1", "agent_id": "worker"})
+    check(got["value"]["goal"] == "draft release notes" and got["written_by"] == "planner", f"kv_get: {got}")
+    found = await call(session, "kv_search", {"namespace": "crew", "query": "release notes"})
+    check([r["entry"]["key"] for r in found["results"]] == ["task:1"], f"kv_search: {found}")
+    tagged = await call(session, "kv_list_by_tag", {"namespace": "crew", "tag": "open"})
+    check([e["key"] for e in tagged["entries"]] == ["task:1"], f"kv_list_by_tag: {tagged}")
+    kv_stats = await call(session, "kv_stats", {"namespace": "crew"})
+    check(kv_stats["entries"] == 1 and kv_stats["hits"] == 1 and kv_stats["puts"] == 1, f"kv_stats: {kv_stats}")
+    deleted = await call(session, "kv_delete", {"namespace": "crew", "key": "task:1", "agent_id": "worker"})
+    check(deleted["deleted"] == "task:1", f"kv_delete: {deleted}")
+
     summary["calls"] = ["remember", "remember", "remember_batch", "recall", "associate", "spreading_activation",
                         "memory_history", "reflect", "consolidate", "build_context", "extract_turn",
-                        "extract_turn", "forget"]
+                        "extract_turn", "forget", "project_put", "project_list", "remember", "recall", "recall",
+                        "kv_put", "kv_get", "kv_search", "kv_list_by_tag", "kv_stats", "kv_delete"]
     summary["errors"] = [
         await expect_invalid(session, "recall", {"agent_id": AGENT}, "query"),
         await expect_invalid(session, "remember", {"agent_id": AGENT, "content": 42}, "content"),
         await expect_invalid(session, "reflect", {"agent_id": AGENT, "surprise": True}, "surprise"),
         await expect_invalid(session, "extract_turn", {"agent_id": AGENT, "assistant": "ok"}, "user"),
+        await expect_invalid(session, "kv_put", {"agent_id": AGENT, "namespace": "crew", "key": "k"}, "value"),
+        await expect_invalid(session, "kv_stats", {"namespace": "bad name"}, "namespace"),
     ]
     return summary
 

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod embedding;
 pub mod error;
 pub mod model;
+pub mod namespaces;
 pub mod policy;
 pub mod runtime;
 pub mod store;

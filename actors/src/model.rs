@@ -150,7 +150,8 @@ pub struct SessionRecord {
     pub last_message_at: DateTime<Utc>,
 }
 
-fn validate_identifier(field: &str, raw: &str) -> MemoryResult<()> {
+/// Check an identifier: 1–128 characters of `[A-Za-z0-9_.:-]`; the error names `field`.
+pub(crate) fn validate_identifier(field: &str, raw: &str) -> MemoryResult<()> {
     if raw.is_empty() || raw.len() > 128 {
         return Err(MemoryError::invalid(
             field,
@@ -290,6 +291,8 @@ pub struct Memory {
     pub tags: Vec<String>,
     /// Session it was observed in, if any.
     pub session_id: Option<SessionId>,
+    /// Project of the owner it belongs to, if any (isolated projects keep it out of other projects' recall).
+    pub project_id: Option<crate::namespaces::ProjectId>,
     /// When the remembered thing happened (defaults to creation time).
     pub occurred_at: DateTime<Utc>,
     /// When it was stored.
@@ -497,6 +500,7 @@ mod tests {
             importance: 0.5,
             tags: vec!["x".into()],
             session_id: None,
+            project_id: None,
             occurred_at: now,
             created_at: now,
             updated_at: now,

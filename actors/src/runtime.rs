@@ -17,6 +17,8 @@ use serde::Serialize;
 use crate::actors::consolidator::{ConsolidatorArgs, ConsolidatorMsg, LeaseSettings, ScheduledJob};
 use crate::actors::episodic::{EpisodicArgs, EpisodicMsg};
 use crate::actors::graph::{GraphArgs, GraphMsg};
+use crate::actors::namespaces::{NamespacesArgs, NamespacesMsg};
+use crate::actors::projector::{ProjectionStatus, ProjectorArgs, ProjectorMsg};
 use crate::actors::vectors::{IndexStatus, VectorsArgs, VectorsMsg};
 use crate::actors::working::{WorkingArgs, WorkingMsg};
 use crate::clock::Clock;
@@ -26,6 +28,7 @@ use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
     MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
 };
+use crate::namespaces::ProjectId;
 use crate::policy::activation::spread;
 use crate::policy::clustering::ClusterParams;
 use crate::policy::consistency::normalized_hash;
@@ -45,6 +48,9 @@ use crate::supervisor::{
     ChildHealth, ChildKind, Children, CognitionSettings, Directory, RestartPolicy, Supervisor,
     SupervisorArgs, SupervisorMsg, SupervisorRef,
 };
+
+mod namespaces;
+pub use namespaces::{KvPutInput, NamespaceSettings, ProjectInput};
 
 mod sessions;
 pub use sessions::{
@@ -195,8 +201,16 @@ pub struct RuntimeConfig {
     pub arbiter_timeout: Duration,
     /// Most memories one `extract_turn` call stores (its write budget).
     pub extraction_max_per_turn: usize,
+    /// Bounds of KV namespaces.
+    pub namespaces: NamespaceSettings,
     /// Session windows, TTL and compaction.
     pub sessions: SessionSettings,
+    /// Time between projector ticks (outbox → projections).
+    pub projector_interval: Duration,
+    /// Outbox entries per projection batch.
+    pub projector_batch: usize,
+    /// First and longest retry delay of a failing projection.
+    pub projector_retry: (Duration, Duration),
 }
 
 impl Default for RuntimeConfig {
@@ -232,7 +246,11 @@ impl Default for RuntimeConfig {
             contradiction_min_similarity: 0.6,
             arbiter_timeout: Duration::from_secs(2),
             extraction_max_per_turn: 8,
+            namespaces: NamespaceSettings::default(),
             sessions: SessionSettings::default(),
+            projector_interval: Duration::from_millis(200),
+            projector_batch: 256,
+            projector_retry: (Duration::from_millis(500), Duration::from_secs(30)),
         }
     }
 }
@@ -248,6 +266,8 @@ pub struct RuntimeParts {
     pub graph: Arc<dyn GraphStore>,
     /// Session windows.
     pub working: Arc<dyn WorkingStore>,
+    /// Projects and KV namespaces.
+    pub namespaces: Arc<dyn crate::store::namespaces::NamespaceStore>,
     /// Embedding model.
     pub embedder: Arc<dyn Embedder>,
     /// Time source.
@@ -256,6 +276,8 @@ pub struct RuntimeParts {
     pub arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
     /// Abstracts clusters and summarises sessions in the sleep cycle.
     pub thought: Arc<dyn crate::thought::InnerThought>,
+    /// External projections kept in sync from the outbox (empty: none).
+    pub projections: Vec<Arc<dyn crate::store::Projection>>,
 }
 
 impl RuntimeParts {
@@ -267,10 +289,12 @@ impl RuntimeParts {
             vectors: Arc::new(FlatVectorIndex::new()),
             graph: Arc::new(InMemoryGraphStore::new()),
             working: Arc::new(InMemoryWorkingStore::new(32, 3600)),
+            namespaces: Arc::new(crate::store::namespaces::InMemoryNamespaceStore::new()),
             embedder: Arc::new(crate::embedding::BuiltinEmbedder::new(256)),
             clock: Arc::new(crate::clock::SystemClock),
             arbiter: None,
             thought: Arc::new(crate::thought::RuleThought),
+            projections: Vec::new(),
         }
     }
 }
@@ -298,6 +322,8 @@ pub struct RememberInput {
     pub metadata: Option<serde_json::Value>,
     /// Source file reference.
     pub source: Option<SourceRef>,
+    /// Project of the owner it belongs to (default: the project of its session, if any).
+    pub project_id: Option<ProjectId>,
     /// −1..1 for affective memories.
     pub valence: Option<f32>,
     /// 0..1 for affective memories.
@@ -350,6 +376,8 @@ pub struct RecallInput {
     pub time_range: Option<TimeRange>,
     /// The request's "now" for time expressions inside the query (default: the clock).
     pub now: Option<DateTime<Utc>>,
+    /// Project in focus: its memories rank slightly higher, and only it sees its memories when it is isolated.
+    pub project_id: Option<ProjectId>,
 }
 
 impl RecallInput {
@@ -366,6 +394,7 @@ impl RecallInput {
             debug: false,
             time_range: None,
             now: None,
+            project_id: None,
         }
     }
 }
@@ -441,8 +470,12 @@ pub struct RuntimeHealth {
     pub graph_backend: &'static str,
     /// Working-memory backend name.
     pub working_backend: &'static str,
+    /// Projects and KV namespaces backend name.
+    pub namespaces_backend: &'static str,
     /// Why working memory is serving from its fallback, if it is.
     pub working_degraded: Option<String>,
+    /// External projections and their lag (empty when none is configured or the projector is down).
+    pub projections: Vec<ProjectionStatus>,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
 }
@@ -468,6 +501,8 @@ struct RuntimeInner {
     backends: (&'static str, &'static str, &'static str),
     /// Inner-thought provider name, for health.
     inner_thought: &'static str,
+    /// Projects and KV namespaces backend name, for health.
+    namespaces_backend: &'static str,
     /// Model consulted when the rules are unsure.
     arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
     /// Summarises sessions on compaction.
@@ -502,6 +537,9 @@ impl Runtime {
             graph: GraphArgs {
                 store: parts.graph.clone(),
             },
+            namespaces: NamespacesArgs {
+                store: parts.namespaces.clone(),
+            },
             consolidator: ConsolidatorArgs {
                 store: parts.memories.clone(),
                 index: parts.vectors.clone(),
@@ -520,6 +558,16 @@ impl Runtime {
                     holder: config.sleep.holder.clone(),
                     ttl: config.sleep.lease_ttl,
                 },
+            },
+            projector: ProjectorArgs {
+                store: parts.memories.clone(),
+                graph: parts.graph.clone(),
+                projections: parts.projections.clone(),
+                clock: parts.clock.clone(),
+                interval: config.projector_interval,
+                batch: config.projector_batch,
+                retry_initial: config.projector_retry.0,
+                retry_max: config.projector_retry.1,
             },
             cognition: config.cognition.clone(),
             restart: config.restart,
@@ -540,6 +588,7 @@ impl Runtime {
                 clock: parts.clock.clone(),
                 arbiter: parts.arbiter.clone(),
                 inner_thought: parts.thought.provider_name(),
+                namespaces_backend: parts.namespaces.backend_name(),
                 thought: parts.thought.clone(),
                 working: parts.working.clone(),
                 compacting: Default::default(),
@@ -600,9 +649,39 @@ impl Runtime {
             store_backend: self.inner.backends.0,
             graph_backend: self.inner.backends.1,
             working_backend: self.inner.backends.2,
+            namespaces_backend: self.inner.namespaces_backend,
             working_degraded: self.inner.working.degraded(),
+            projections: self.projection_status().await.unwrap_or_default(),
             inner_thought: self.inner.inner_thought,
         }
+    }
+
+    /// Per-projection state and lag.
+    pub async fn projection_status(&self) -> MemoryResult<Vec<ProjectionStatus>> {
+        self.ask(
+            ChildKind::Projector,
+            |c| c.projector.clone(),
+            |reply| ProjectorMsg::Status { reply },
+        )
+        .await
+    }
+
+    /// Rebuild one projection (or every one) from SQL now (`mnemos reindex`); answers
+    /// (projection, outbox sequence number it now holds) for each.
+    pub async fn rebuild_projections(
+        &self,
+        name: Option<String>,
+    ) -> MemoryResult<Vec<(String, u64)>> {
+        self.ask_within(
+            ChildKind::Projector,
+            Some(Duration::from_secs(3600)),
+            |c| c.projector.clone(),
+            |reply| ProjectorMsg::Rebuild {
+                name: name.clone(),
+                reply,
+            },
+        )
+        .await
     }
 
     /// Make a child fail (test hook for supervision; the service exposes it only when configured).
@@ -704,6 +783,15 @@ impl Runtime {
         build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> WorkingMsg,
     ) -> MemoryResult<T> {
         self.ask(ChildKind::Working, |c| c.working.clone(), build)
+            .await
+    }
+
+    /// Call the namespaces actor (retrying while it restarts).
+    async fn namespaces<T: Send + 'static>(
+        &self,
+        build: impl Fn(RpcReplyPort<MemoryResult<T>>) -> NamespacesMsg,
+    ) -> MemoryResult<T> {
+        self.ask(ChildKind::Namespaces, |c| c.namespaces.clone(), build)
             .await
     }
 
@@ -890,6 +978,7 @@ impl Runtime {
                 .unwrap_or(self.inner.config.default_importance),
             tags: input.tags,
             session_id: input.session_id,
+            project_id: input.project_id,
             occurred_at: input.occurred_at.unwrap_or(now),
             created_at: now,
             updated_at: now,
@@ -1030,6 +1119,9 @@ impl Runtime {
             };
             self.validate_input(input, &prefix)?;
         }
+        let mut inputs = inputs;
+        self.resolve_projects(agent, &mut inputs, batch_field)
+            .await?;
         let now = self.now();
         let mut built: Vec<(Memory, Routing)> = Vec::with_capacity(inputs.len());
         for input in inputs {
@@ -1057,17 +1149,22 @@ impl Runtime {
         let stored = stored?;
         let mut all_embeddings: Vec<Option<Vec<f32>>> =
             all_embeddings?.into_iter().map(Some).collect();
-        let stored_by_hash: HashMap<&str, &MemoryId> =
-            stored.iter().map(|(h, m)| (h.as_str(), &m.id)).collect();
+        // A duplicate must be in the same project: projects are separate contexts, and a
+        // memory merged into an isolated project's copy would vanish from this one's recall.
+        let stored_by_hash: HashMap<(&str, Option<&ProjectId>), &MemoryId> = stored
+            .iter()
+            .map(|(h, m)| ((h.as_str(), m.project_id.as_ref()), &m.id))
+            .collect();
         let mut duplicate_of: Vec<Option<MemoryId>> = vec![None; built.len()];
-        let mut first_in_batch: HashMap<&str, usize> = HashMap::new();
+        let mut first_in_batch: HashMap<(&str, Option<&ProjectId>), usize> = HashMap::new();
         for (index, hash) in hashes.iter().enumerate() {
-            if let Some(id) = stored_by_hash.get(hash.as_str()) {
+            let key = (hash.as_str(), built[index].0.project_id.as_ref());
+            if let Some(id) = stored_by_hash.get(&key) {
                 duplicate_of[index] = Some((*id).clone());
-            } else if let Some(first) = first_in_batch.get(hash.as_str()) {
+            } else if let Some(first) = first_in_batch.get(&key) {
                 duplicate_of[index] = Some(built[*first].0.id.clone());
             } else {
-                first_in_batch.insert(hash, index);
+                first_in_batch.insert(key, index);
             }
         }
 
@@ -1115,18 +1212,21 @@ impl Runtime {
             .filter(|(_, s)| *s >= threshold)
             .map(|(id, _)| id.clone())
             .collect();
-        let close_types: HashMap<MemoryId, MemoryType> = self
+        let close_types: HashMap<MemoryId, (MemoryType, Option<ProjectId>)> = self
             .get_many(&close)
             .await?
             .into_iter()
-            .map(|m| (m.id, m.memory_type))
+            .map(|m| (m.id, (m.memory_type, m.project_id)))
             .collect();
         let mut records = Vec::new();
         let mut contradiction_checks: Vec<(usize, Vec<MemoryId>)> = Vec::new();
         for ((index, embedding), hits) in fresh.iter().zip(embeddings).zip(&neighbours) {
             let memory = &built[*index].0;
             let near = hits.iter().find(|(id, similarity)| {
-                *similarity >= threshold && close_types.get(id) == Some(&memory.memory_type)
+                *similarity >= threshold
+                    && close_types.get(id).is_some_and(|(memory_type, project)| {
+                        *memory_type == memory.memory_type && *project == memory.project_id
+                    })
             });
             if let Some((id, _)) = near {
                 duplicate_of[*index] = Some(id.clone());
@@ -1277,6 +1377,65 @@ impl Runtime {
             .collect()
     }
 
+    /// Put each input in its project: an explicit `project_id` must name one of the
+    /// agent's projects (and attaches the input's session to it); without one, an input
+    /// goes to the project its session is attached to, if any.
+    async fn resolve_projects(
+        &self,
+        agent: &AgentId,
+        inputs: &mut [RememberInput],
+        batch_field: &str,
+    ) -> MemoryResult<()> {
+        let mut known: std::collections::HashSet<ProjectId> = std::collections::HashSet::new();
+        let mut session_projects: HashMap<SessionId, Option<ProjectId>> = HashMap::new();
+        for (index, input) in inputs.iter_mut().enumerate() {
+            let prefix = if batch_field.is_empty() {
+                String::new()
+            } else {
+                format!("{batch_field}[{index}].")
+            };
+            if let Some(project) = input.project_id.clone() {
+                if !known.contains(&project) {
+                    self.project(agent, &project)
+                        .await
+                        .map_err(|e| MemoryError {
+                            field: Some(format!("{prefix}project_id")),
+                            ..e
+                        })?;
+                    known.insert(project.clone());
+                }
+                if let Some(session) = &input.session_id {
+                    if session_projects.get(session) != Some(&Some(project.clone())) {
+                        self.attach_session(agent, &project, session)
+                            .await
+                            .map_err(|e| MemoryError {
+                                field: Some(format!("{prefix}session_id")),
+                                ..e
+                            })?;
+                        session_projects.insert(session.clone(), Some(project));
+                    }
+                }
+            } else if let Some(session) = &input.session_id {
+                let project = match session_projects.get(session) {
+                    Some(project) => project.clone(),
+                    None => {
+                        let project = self
+                            .namespaces(|reply| NamespacesMsg::SessionProject {
+                                agent: agent.clone(),
+                                session: session.clone(),
+                                reply,
+                            })
+                            .await?;
+                        session_projects.insert(session.clone(), project.clone());
+                        project
+                    }
+                };
+                input.project_id = project;
+            }
+        }
+        Ok(())
+    }
+
     /// Association-graph neighbours and session neighbours of `seeds`, strongest seed first.
     async fn neighbours(
         &self,
@@ -1392,6 +1551,8 @@ impl Runtime {
                     || old.status != MemoryStatus::Active
                     || !is_knowledge(old.memory_type)
                     || old.id == new.id
+                    // Projects are separate contexts: one project's knowledge does not replace another's.
+                    || old.project_id != new.project_id
                 {
                     continue;
                 }
@@ -1448,6 +1609,9 @@ impl Runtime {
             ));
         }
         validate_tags(&input.tags, limits, "tags")?;
+        if let Some(project) = &input.project_id {
+            self.project(&input.agent_id, project).await?;
+        }
         // A time expression inside the question is a hint (a time retriever and a boost), not a filter.
         let hinted = match input.time_range {
             Some(_) => None,
@@ -1488,6 +1652,7 @@ impl Runtime {
             limit: fetch,
             cursor: None,
             occurred: Some(range),
+            project_id: None,
         });
         let settings = self.inner.config.recall;
         let (
@@ -1636,6 +1801,7 @@ impl Runtime {
         }))
         .await;
         let memories = memories?;
+        let isolated = self.isolated_among(&memories).await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         let now = self.now();
         // The best possible fused score (rank 1 everywhere), to put relevance on 0..1.
@@ -1655,8 +1821,18 @@ impl Runtime {
             .iter()
             .filter_map(|hit| {
                 let memory = *by_id.get(&hit.id)?;
-                let visible =
-                    memory.agent_id == input.agent_id || (input.include_shared && memory.shared);
+                let in_project = input.project_id.is_some()
+                    && memory.agent_id == input.agent_id
+                    && memory.project_id == input.project_id;
+                // An isolated project's memories (shared ones included) stay inside it.
+                let walled_off = !in_project
+                    && memory
+                        .project_id
+                        .as_ref()
+                        .is_some_and(|p| isolated.contains(&(memory.agent_id.clone(), p.clone())));
+                let visible = !walled_off
+                    && (memory.agent_id == input.agent_id
+                        || (input.include_shared && memory.shared));
                 let wanted = memory.status == MemoryStatus::Active
                     && (input.types.is_empty() || input.types.contains(&memory.memory_type))
                     && (input.tags.is_empty()
@@ -1682,6 +1858,7 @@ impl Runtime {
                         * (0.85 + 0.15 * f64::from(memory.importance))
                         * (0.9 + 0.1 * retention)
                         * if in_session { 1.1 } else { 1.0 }
+                        * if in_project { 1.1 } else { 1.0 }
                         * if memory.agent_id == input.agent_id {
                             1.0
                         } else {
@@ -1739,6 +1916,29 @@ impl Runtime {
                 ("fetch", fetch_ms),
             ],
         })
+    }
+
+    /// The isolated projects among those of `memories` (one lookup, none when no memory has a project).
+    async fn isolated_among(
+        &self,
+        memories: &[Memory],
+    ) -> MemoryResult<std::collections::HashSet<(AgentId, ProjectId)>> {
+        let keys: std::collections::HashSet<(AgentId, ProjectId)> = memories
+            .iter()
+            .filter_map(|m| m.project_id.clone().map(|p| (m.agent_id.clone(), p)))
+            .collect();
+        if keys.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let projects: Vec<(AgentId, ProjectId)> = keys.into_iter().collect();
+        Ok(self
+            .namespaces(|reply| NamespacesMsg::IsolatedProjects {
+                projects: projects.clone(),
+                reply,
+            })
+            .await?
+            .into_iter()
+            .collect())
     }
 
     /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
@@ -2042,7 +2242,8 @@ impl Runtime {
                 format!("limit must be between 1 and {max}"),
             ));
         }
-        self.get(Some(agent), seed)
+        let seed_memory = self
+            .get(Some(agent), seed)
             .await
             .map_err(|e| with_field(e, "seed_id"))?;
         let edges = self
@@ -2062,12 +2263,20 @@ impl Runtime {
                 reply,
             })
             .await?;
+        // Activation does not carry an isolated project's memories out of it: from a seed
+        // outside that project they are not returned (paths through them still count).
+        let isolated = self.isolated_among(&memories).await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         Ok(activations
             .into_iter()
             .filter_map(|a| {
                 let memory = by_id.get(&a.id)?;
-                (memory.status == MemoryStatus::Active).then(|| ActivatedMemory {
+                let walled_off = memory.project_id != seed_memory.project_id
+                    && memory
+                        .project_id
+                        .as_ref()
+                        .is_some_and(|p| isolated.contains(&(memory.agent_id.clone(), p.clone())));
+                (memory.status == MemoryStatus::Active && !walled_off).then(|| ActivatedMemory {
                     memory: (*memory).clone(),
                     activation: a.activation,
                     path: a.path,

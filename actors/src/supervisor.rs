@@ -22,6 +22,8 @@ use crate::actors::consolidator::{
 };
 use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicMsg, EpisodicRef};
 use crate::actors::graph::{GraphActor, GraphArgs, GraphMsg, GraphRef};
+use crate::actors::namespaces::{NamespacesActor, NamespacesArgs, NamespacesMsg, NamespacesRef};
+use crate::actors::projector::{ProjectorActor, ProjectorArgs, ProjectorMsg, ProjectorRef};
 use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsMsg, VectorsRef};
 use crate::actors::working::{WorkingActor, WorkingArgs, WorkingMsg, WorkingRef};
 use crate::policy::schedule::Schedule;
@@ -41,20 +43,26 @@ pub enum ChildKind {
     Vectors,
     /// Association graph.
     Graph,
+    /// Projects and KV namespaces.
+    Namespaces,
     /// Consolidation and archival.
     Consolidator,
+    /// Outbox → external projections.
+    Projector,
     /// Cron-driven background cognition.
     Cognition,
 }
 
 impl ChildKind {
     /// Every child, in start order (cognition last: it needs the consolidator).
-    pub const ALL: [ChildKind; 6] = [
+    pub const ALL: [ChildKind; 8] = [
         ChildKind::Working,
         ChildKind::Episodic,
         ChildKind::Vectors,
         ChildKind::Graph,
+        ChildKind::Namespaces,
         ChildKind::Consolidator,
+        ChildKind::Projector,
         ChildKind::Cognition,
     ];
     /// The child's name in health reports and errors.
@@ -64,7 +72,9 @@ impl ChildKind {
             ChildKind::Episodic => "episodic",
             ChildKind::Vectors => "vectors",
             ChildKind::Graph => "graph",
+            ChildKind::Namespaces => "namespaces",
             ChildKind::Consolidator => "consolidator",
+            ChildKind::Projector => "projector",
             ChildKind::Cognition => "cognition",
         }
     }
@@ -110,8 +120,12 @@ pub struct Children {
     pub vectors: Option<VectorsRef>,
     /// Graph.
     pub graph: Option<GraphRef>,
+    /// Projects and KV namespaces.
+    pub namespaces: Option<NamespacesRef>,
     /// Consolidator.
     pub consolidator: Option<ConsolidatorRef>,
+    /// Projector.
+    pub projector: Option<ProjectorRef>,
     /// Background cognition.
     pub cognition: Option<CognitionRef>,
 }
@@ -158,7 +172,9 @@ impl Directory {
             ChildKind::Episodic => children.episodic = cell.map(ActorRef::from),
             ChildKind::Vectors => children.vectors = cell.map(ActorRef::from),
             ChildKind::Graph => children.graph = cell.map(ActorRef::from),
+            ChildKind::Namespaces => children.namespaces = cell.map(ActorRef::from),
             ChildKind::Consolidator => children.consolidator = cell.map(ActorRef::from),
+            ChildKind::Projector => children.projector = cell.map(ActorRef::from),
             ChildKind::Cognition => children.cognition = cell.map(ActorRef::from),
         }
     }
@@ -209,8 +225,12 @@ pub struct SupervisorArgs {
     pub vectors: VectorsArgs,
     /// Graph child arguments.
     pub graph: GraphArgs,
+    /// Namespaces child arguments.
+    pub namespaces: NamespacesArgs,
     /// Consolidator child arguments.
     pub consolidator: ConsolidatorArgs,
+    /// Projector child arguments.
+    pub projector: ProjectorArgs,
     /// Cognition child arguments, minus the consolidator lookup the supervisor fills in.
     pub cognition: CognitionSettings,
     /// Backoff and budget.
@@ -283,6 +303,12 @@ async fn spawn_child(
             .await?
             .0
             .get_cell(),
+        ChildKind::Namespaces => {
+            Actor::spawn_linked(None, NamespacesActor, args.namespaces.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
         ChildKind::Consolidator => Actor::spawn_linked(
             None,
             ConsolidatorActor,
@@ -292,6 +318,12 @@ async fn spawn_child(
         .await?
         .0
         .get_cell(),
+        ChildKind::Projector => {
+            Actor::spawn_linked(None, ProjectorActor, args.projector.clone(), supervisor)
+                .await?
+                .0
+                .get_cell()
+        }
         ChildKind::Cognition => {
             let directory = args.directory.clone();
             let cognition = CognitionArgs {
@@ -419,9 +451,15 @@ impl Actor for Supervisor {
                     ChildKind::Graph => children
                         .graph
                         .map(|r| r.cast(GraphMsg::InjectFault).is_ok()),
+                    ChildKind::Namespaces => children
+                        .namespaces
+                        .map(|r| r.cast(NamespacesMsg::InjectFault).is_ok()),
                     ChildKind::Consolidator => children
                         .consolidator
                         .map(|r| r.cast(ConsolidatorMsg::InjectFault).is_ok()),
+                    ChildKind::Projector => children
+                        .projector
+                        .map(|r| r.cast(ProjectorMsg::InjectFault).is_ok()),
                     ChildKind::Cognition => children
                         .cognition
                         .map(|r| r.cast(CognitionMsg::InjectFault).is_ok()),
@@ -443,7 +481,9 @@ impl Actor for Supervisor {
                             ChildKind::Episodic => children.episodic.map(|r| r.get_cell()),
                             ChildKind::Vectors => children.vectors.map(|r| r.get_cell()),
                             ChildKind::Graph => children.graph.map(|r| r.get_cell()),
+                            ChildKind::Namespaces => children.namespaces.map(|r| r.get_cell()),
                             ChildKind::Consolidator => children.consolidator.map(|r| r.get_cell()),
+                            ChildKind::Projector => children.projector.map(|r| r.get_cell()),
                             ChildKind::Cognition => children.cognition.map(|r| r.get_cell()),
                         }
                     };

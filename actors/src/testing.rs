@@ -15,6 +15,7 @@ pub fn memory_fixture(agent: &str, content: &str, at: DateTime<Utc>) -> Memory {
         importance: 0.5,
         tags: Vec::new(),
         session_id: None,
+        project_id: None,
         occurred_at: at,
         created_at: at,
         updated_at: at,

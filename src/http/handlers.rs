@@ -183,6 +183,7 @@ pub async fn list_memories(
         limit: params.limit.unwrap_or(50),
         cursor: params.cursor.map(MemoryId),
         occurred: None,
+        project_id: project("project_id", params.project_id.as_deref())?,
     };
     let (memories, next) = state.runtime.list(query).await?;
     Ok(Json(ListResponse {
@@ -286,7 +287,7 @@ pub async fn inject_fault(
     let kind = ChildKind::parse(&child).ok_or_else(|| {
         MemoryError::invalid(
             "child",
-            "unknown actor; use working, episodic, vectors, graph, consolidator or cognition",
+            "unknown actor; use working, episodic, vectors, graph, namespaces, consolidator or cognition",
         )
     })?;
     state.runtime.inject_fault(kind)?;
@@ -334,7 +335,8 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
         .iter()
         .any(|c| c.state != ChildState::Running)
         || health.index.is_none()
-        || health.working_degraded.is_some();
+        || health.working_degraded.is_some()
+        || health.projections.iter().any(|p| p.state != "up");
     let state_of = |kind: ChildKind| {
         health
             .children
@@ -357,11 +359,13 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
             "indexed": health.index.as_ref().map(|i| i.vectors),
         },
         "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
+        "projections": health.projections,
         "working": {
             "backend": health.working_backend,
             "state": if health.working_degraded.is_some() { "degraded" } else { state_of(ChildKind::Working) },
             "fallback": health.working_degraded,
         },
+        "namespaces": { "backend": health.namespaces_backend, "state": state_of(ChildKind::Namespaces) },
         "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
     });
     Json(HealthView {
@@ -397,6 +401,14 @@ pub async fn metrics(State(state): Shared) -> impl IntoResponse {
     for child in &health.children {
         metrics::gauge!("mnemos_actor_restarts", "actor" => child.child.as_str())
             .set(f64::from(child.restarts));
+    }
+    for projection in &health.projections {
+        metrics::gauge!("mnemos_projection_lag_entries", "projection" => projection.name.clone())
+            .set(projection.lag_entries as f64);
+        metrics::gauge!("mnemos_projection_lag_seconds", "projection" => projection.name.clone())
+            .set(projection.lag_seconds);
+        metrics::gauge!("mnemos_projection_failures", "projection" => projection.name.clone())
+            .set(f64::from(projection.failures));
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod handlers;
+pub mod namespaces;
 pub mod sessions;
 pub mod tools;
 pub mod wire;
@@ -16,7 +17,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use mnemos_actors::error::{ErrorCode, MemoryError};
@@ -232,8 +233,29 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         sessions::compact,
         handlers::health,
         handlers::metrics,
+        namespaces::put_project,
+        namespaces::list_projects,
+        namespaces::get_project,
+        namespaces::attach_session,
+        namespaces::configure_namespace,
+        namespaces::namespace_stats,
+        namespaces::put_entry,
+        namespaces::get_entry,
+        namespaces::delete_entry,
+        namespaces::list_entries,
+        namespaces::search_entries,
     ),
-    components(schemas(error::ErrorBody, error::ErrorDetail))
+    components(schemas(
+        error::ErrorBody,
+        error::ErrorDetail,
+        namespaces::ProjectPutBody,
+        namespaces::ProjectListBody,
+        namespaces::KvPutBody,
+        namespaces::KvKeyBody,
+        namespaces::KvSearchBody,
+        namespaces::KvListByTagBody,
+        namespaces::KvStatsBody,
+    ))
 )]
 pub struct ApiDoc;
 
@@ -272,6 +294,37 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             get(handlers::memory_history_resource),
         )
         .route("/v1/cognition/runs", get(handlers::cognition_runs))
+        .route("/v1/projects", get(namespaces::list_projects))
+        .route(
+            "/v1/projects/{project_id}",
+            get(namespaces::get_project).put(namespaces::put_project),
+        )
+        .route(
+            "/v1/projects/{project_id}/sessions/{session_id}",
+            put(namespaces::attach_session),
+        )
+        .route(
+            "/v1/namespaces/{namespace}",
+            put(namespaces::configure_namespace),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/stats",
+            get(namespaces::namespace_stats),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/entries",
+            get(namespaces::list_entries),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/entries/{key}",
+            get(namespaces::get_entry)
+                .put(namespaces::put_entry)
+                .delete(namespaces::delete_entry),
+        )
+        .route(
+            "/v1/namespaces/{namespace}/search",
+            post(namespaces::search_entries),
+        )
         .route(
             "/v1/sessions/{id}/messages",
             post(sessions::post_messages).get(sessions::get_messages),

@@ -93,6 +93,7 @@ pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallR
             debug,
             time_range,
             now: body.now,
+            project_id: project("project_id", body.project_id.as_deref())?,
         })
         .await?;
     metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
@@ -126,6 +127,7 @@ pub async fn build_context(
             limit: Some(runtime.config().limits.max_result_limit.min(50)),
             session_id,
             include_shared: body.include_shared.unwrap_or(true),
+            project_id: project("project_id", body.project_id.as_deref())?,
             ..RecallInput::new(agent, body.query)
         })
         .await?;

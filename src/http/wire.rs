@@ -10,6 +10,7 @@ use mnemos_actors::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryPatch, MemoryStatus, MemoryType,
     MemoryVersion, SessionId, SourceRef,
 };
+use mnemos_actors::namespaces::ProjectId;
 use mnemos_actors::policy::stats::AgentStats;
 use mnemos_actors::runtime::{RecallHit, RecallOutcome, RememberInput, RememberOutcome, Routing};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -35,6 +36,8 @@ pub struct MemoryView {
     pub tags: Vec<String>,
     /// Session, if any.
     pub session_id: Option<String>,
+    /// Project of the owner, if any.
+    pub project_id: Option<String>,
     /// When it happened.
     pub occurred_at: DateTime<Utc>,
     /// When it was stored.
@@ -75,6 +78,7 @@ impl From<Memory> for MemoryView {
             importance: m.importance,
             tags: m.tags,
             session_id: m.session_id.map(|s| s.as_str().to_string()),
+            project_id: m.project_id.map(|p| p.as_str().to_string()),
             occurred_at: m.occurred_at,
             created_at: m.created_at,
             updated_at: m.updated_at,
@@ -141,6 +145,11 @@ fn session(field: &str, raw: Option<&str>) -> MemoryResult<Option<SessionId>> {
     .transpose()
 }
 
+/// Parse an optional project id field named `field`.
+pub fn project(field: &str, raw: Option<&str>) -> MemoryResult<Option<ProjectId>> {
+    raw.map(|p| ProjectId::parse_field(field, p)).transpose()
+}
+
 /// A memory to store (without agent).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -158,6 +167,8 @@ pub struct RememberItem {
     pub tags: Option<Vec<String>>,
     /// Session.
     pub session_id: Option<String>,
+    /// One of the agent's projects (default: the project the session is attached to); with a session, attaches it.
+    pub project_id: Option<String>,
     /// When it happened (RFC 3339).
     pub occurred_at: Option<DateTime<Utc>>,
     /// Share with other agents.
@@ -188,6 +199,7 @@ impl RememberItem {
             importance: self.importance,
             tags: self.tags.unwrap_or_default(),
             session_id: session(&format!("{prefix}session_id"), self.session_id.as_deref())?,
+            project_id: project(&format!("{prefix}project_id"), self.project_id.as_deref())?,
             occurred_at: self.occurred_at,
             shared: self.shared.unwrap_or(false),
             metadata: self.metadata,
@@ -220,6 +232,8 @@ pub struct RememberBody {
     pub tags: Option<Vec<String>>,
     /// Session.
     pub session_id: Option<String>,
+    /// One of the agent's projects (default: the project the session is attached to); with a session, attaches it.
+    pub project_id: Option<String>,
     /// When it happened (RFC 3339).
     pub occurred_at: Option<DateTime<Utc>>,
     /// Share with other agents.
@@ -245,6 +259,7 @@ impl RememberBody {
             importance: self.importance,
             tags: self.tags,
             session_id: self.session_id,
+            project_id: self.project_id,
             occurred_at: self.occurred_at,
             shared: self.shared,
             metadata: self.metadata,
@@ -339,6 +354,8 @@ pub struct RecallBody {
     pub tags: Option<Vec<String>>,
     /// Include other agents' shared memories (default true).
     pub include_shared: Option<bool>,
+    /// Project in focus: ranks its memories first, and is the only recall that sees an isolated project's memories.
+    pub project_id: Option<String>,
     /// Return per-retriever scores.
     pub debug: Option<bool>,
 }
@@ -418,6 +435,8 @@ pub struct BuildContextBody {
     pub session_id: Option<String>,
     /// Include other agents' shared memories (default true).
     pub include_shared: Option<bool>,
+    /// Project in focus (as in recall).
+    pub project_id: Option<String>,
 }
 
 /// Facts about an assembled context.
@@ -745,6 +764,8 @@ pub struct ListParams {
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Only memories of this project.
+    pub project_id: Option<String>,
 }
 
 /// A page of memories.

@@ -15,8 +15,12 @@ use mnemos_actors::model::{
     version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
     MessageRole, SessionId, SourceRef,
 };
+use mnemos_actors::namespaces::NamespaceName;
 use mnemos_actors::policy::consistency::normalized_hash;
+use mnemos_actors::policy::lru::simple_put;
 use mnemos_actors::policy::time::TimeRange;
+use mnemos_actors::store::namespaces::NamespaceStore;
+use mnemos_actors::store::ProjectedChange;
 use mnemos_actors::store::{
     ConsolidationCommit, GraphStore, KeywordQuery, ListQuery, MemoryStore, SessionArchive,
     SessionCompaction, StoredMemory,
@@ -27,9 +31,9 @@ use sqlx::Connection;
 use super::postgres::PostgresStore;
 use super::sqlite::SqliteStore;
 
-/// A test store: both traits.
-pub(crate) trait TestStore: MemoryStore + GraphStore {}
-impl<T: MemoryStore + GraphStore> TestStore for T {}
+/// A test store: every trait a system of record implements.
+pub(crate) trait TestStore: MemoryStore + GraphStore + NamespaceStore {}
+impl<T: MemoryStore + GraphStore + NamespaceStore> TestStore for T {}
 
 /// The base URL of the test server.
 fn postgres_url() -> String {
@@ -138,6 +142,8 @@ on_both_backends!(
     touch_find_by_hash_neighbours_and_runs,
     keyword_search_filters_status_time_and_follows_updates,
     session_log_appends_and_compacts_once,
+    kv_namespaces_evict_in_use_order,
+    outbox_records_every_change_in_order,
 );
 
 /// A fixed instant with whole microseconds (both stores keep microseconds).
@@ -1027,6 +1033,207 @@ async fn session_log_appends_and_compacts_once<S: TestStore>(store: &S) {
             .len(),
         5
     );
+}
+
+async fn kv_namespaces_evict_in_use_order<S: TestStore>(store: &S) {
+    use serde_json::json;
+    let ns = NamespaceName::parse("team").unwrap();
+    let node = agent("n1");
+    let now = t0();
+    store.kv_configure(&ns, 3, now).await.unwrap();
+    for key in ["a", "b", "c"] {
+        store
+            .kv_put(&simple_put(&ns, &node, key, json!(key), now))
+            .await
+            .unwrap();
+    }
+    store.kv_get(&ns, "a", now).await.unwrap();
+    let outcome = store
+        .kv_put(&simple_put(
+            &ns,
+            &node,
+            "d",
+            json!({"n": 4, "x": [1.5, "y"]}),
+            now,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(outcome.evicted, vec!["b".to_string()]);
+    assert!(outcome.created);
+    let listed = store.kv_list(&ns, None, 10, now).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(),
+        vec!["d", "a", "c"]
+    );
+    assert_eq!(listed[0].value, json!({"n": 4, "x": [1.5, "y"]}));
+    let stats = store.kv_stats(&ns, now).await.unwrap();
+    assert_eq!(
+        (stats.entries, stats.hits, stats.evictions, stats.puts),
+        (3, 1, 1, 4)
+    );
+    let mut tagged = simple_put(&ns, &node, "t", json!({"note": "deploy friday"}), now);
+    tagged.tags = vec!["plan".into()];
+    store.kv_put(&tagged).await.unwrap();
+    let listed = store.kv_list(&ns, Some("plan"), 10, now).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].tags, vec!["plan".to_string()]);
+    let found = store.kv_search(&ns, "deploy", 10, now).await.unwrap();
+    assert_eq!(found[0].0.key, "t");
+    let accented = simple_put(&ns, &node, "u", json!("École du Louvre"), now);
+    store.kv_put(&accented).await.unwrap();
+    let found = store.kv_search(&ns, "école", 10, now).await.unwrap();
+    assert_eq!(found[0].0.key, "u");
+    assert!(store.kv_get(&ns, "zzz", now).await.is_err());
+    assert_eq!(store.kv_stats(&ns, now).await.unwrap().misses, 1);
+    // Expired entries are gone; a delete of a missing key is not_found.
+    let mut brief = simple_put(&ns, &node, "brief", json!(1), now);
+    brief.expires_at = Some(now + Duration::seconds(10));
+    store.kv_put(&brief).await.unwrap();
+    assert!(store
+        .kv_get(&ns, "brief", now + Duration::seconds(11))
+        .await
+        .is_err());
+    store.kv_delete(&ns, "t", now).await.unwrap();
+    assert_eq!(
+        store.kv_delete(&ns, "t", now).await.unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    // Projects and their sessions.
+    let project = mnemos_actors::namespaces::Project {
+        agent_id: agent("alice"),
+        project_id: mnemos_actors::namespaces::ProjectId::parse("apollo").unwrap(),
+        name: "Apollo".into(),
+        isolated: true,
+        created_at: now,
+        updated_at: now,
+    };
+    assert_eq!(store.upsert_project(&project).await.unwrap(), project);
+    let session = SessionId::parse("s1").unwrap();
+    store
+        .attach_session(&project.agent_id, &project.project_id, &session, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .session_project(&project.agent_id, &session)
+            .await
+            .unwrap(),
+        Some(project.project_id.clone())
+    );
+    let detail = store
+        .project(&project.agent_id, &project.project_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(detail.sessions, vec![session.clone()]);
+    assert_eq!(store.projects(&project.agent_id).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .isolated_projects(&[
+                (project.agent_id.clone(), project.project_id.clone()),
+                (agent("bob"), project.project_id.clone()),
+            ])
+            .await
+            .unwrap(),
+        vec![(project.agent_id.clone(), project.project_id.clone())]
+    );
+    // A memory remembers its project; listing filters by it.
+    let mut inside = fixture("alice", "moon landing plan", now);
+    inside.project_id = Some(project.project_id.clone());
+    let outside = fixture("alice", "grocery list", now);
+    store
+        .insert(&[stored(&inside), stored(&outside)])
+        .await
+        .unwrap();
+    assert_eq!(store.get(&inside.id).await.unwrap().unwrap(), inside);
+    let listed = store
+        .list(&ListQuery {
+            agent_id: Some(agent("alice")),
+            project_id: Some(project.project_id.clone()),
+            limit: 10,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.into_iter().map(|m| m.id).collect::<Vec<_>>(),
+        vec![inside.id.clone()]
+    );
+}
+
+async fn outbox_records_every_change_in_order<S: TestStore>(store: &S) {
+    assert_eq!(store.outbox_bounds().await.unwrap().head, 0);
+    let a = fixture("alice", "first", t0());
+    let mut b = fixture("alice", "second", t0());
+    b.shared = true;
+    b.session_id = Some(SessionId::parse("s").unwrap());
+    store.insert(&[stored(&a), stored(&b)]).await.unwrap();
+    let edge = Association {
+        agent_id: agent("alice"),
+        from_id: a.id.clone(),
+        to_id: b.id.clone(),
+        relation: "related_to".into(),
+        weight: 0.5,
+        created_at: t0(),
+    };
+    store.upsert_edge(&edge).await.unwrap();
+    // Reinforcement is not projected.
+    store
+        .touch(std::slice::from_ref(&a.id), t0())
+        .await
+        .unwrap();
+    let mut archived = a.clone();
+    archived.status = MemoryStatus::Archived;
+    archived.version = 2;
+    store
+        .update(&archived, &version_of(&a, "forget", t0()), None)
+        .await
+        .unwrap();
+    store.delete(&b.id).await.unwrap();
+    let entries = store.outbox_after(0, 100).await.unwrap();
+    let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let changes: Vec<&ProjectedChange> = entries.iter().map(|e| &e.change).collect();
+    assert_eq!(changes.len(), 6, "{changes:?}");
+    assert!(matches!(changes[0], ProjectedChange::UpsertMemory { id, .. } if *id == a.id));
+    match changes[1] {
+        ProjectedChange::UpsertMemory {
+            id,
+            shared,
+            session_id,
+            memory_type,
+            status,
+            ..
+        } => {
+            assert_eq!(id, &b.id);
+            assert!(*shared);
+            assert_eq!(session_id.as_deref(), Some("s"));
+            assert_eq!(memory_type, "episodic");
+            assert_eq!(status, "active");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(changes[2], ProjectedChange::UpsertEdge { weight, relation, .. } if *weight == 0.5 && relation == "related_to")
+    );
+    assert!(
+        matches!(changes[3], ProjectedChange::UpsertMemory { id, status, .. } if *id == a.id && status == "archived")
+    );
+    // Deleting b removes its edge too (in either order).
+    assert!(changes[4..]
+        .iter()
+        .any(|c| matches!(c, ProjectedChange::DeleteMemory { id, .. } if *id == b.id)));
+    assert!(changes[4..]
+        .iter()
+        .any(|c| matches!(c, ProjectedChange::DeleteEdge { .. })));
+    let bounds = store.outbox_bounds().await.unwrap();
+    assert_eq!(bounds.oldest, Some(seqs[0]));
+    assert_eq!(bounds.head, *seqs.last().unwrap());
+    assert_eq!(store.trim_outbox(seqs[2]).await.unwrap(), 3);
+    let bounds = store.outbox_bounds().await.unwrap();
+    assert_eq!(bounds.oldest, Some(seqs[3]));
+    assert_eq!(bounds.head, *seqs.last().unwrap());
+    assert_eq!(store.outbox_after(seqs[3], 10).await.unwrap().len(), 2);
 }
 
 /// A corpus with repeated words, titles, accents, shared memories, several agents and

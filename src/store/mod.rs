@@ -9,6 +9,7 @@ mod conformance;
 use std::sync::Arc;
 
 use mnemos_actors::error::MemoryResult;
+use mnemos_actors::store::namespaces::NamespaceStore;
 use mnemos_actors::store::{GraphStore, MemoryStore};
 
 use crate::config::Settings;
@@ -47,6 +48,14 @@ impl SystemOfRecord {
 
     /// The same store as the association graph (edges live beside the memories).
     pub fn graph(&self) -> Arc<dyn GraphStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// The same store as the projects and KV namespaces store.
+    pub fn namespaces(&self) -> Arc<dyn NamespaceStore> {
         match self {
             Self::Sqlite(store) => store.clone(),
             Self::Postgres(store) => store.clone(),

@@ -34,7 +34,8 @@ use mnemos_actors::model::{
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
-    MemoryStore, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
+    MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
+    StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::search_terms;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
@@ -42,6 +43,8 @@ use sqlx::types::Json;
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use super::redact_url;
+
+mod namespaces;
 use super::sqlite::{agent_term_prefix, SHARED_TERM_PREFIX};
 
 /// The migrations of the PostgreSQL schema, embedded in the binary.
@@ -56,12 +59,12 @@ pub struct PostgresStore {
 
 const MEMORY_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
-     metadata, source_path, source_hash, version";
+     metadata, source_path, source_hash, version, project_id";
 
 /// The columns written on insert: [`MEMORY_COLUMNS`] plus the derived content hash.
 const INSERT_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
-     metadata, source_path, source_hash, version, content_hash";
+     metadata, source_path, source_hash, version, content_hash, project_id";
 
 /// FTS5's BM25 parameters (`bm25()` with its defaults).
 const BM25_K1: f64 = 1.2;
@@ -214,7 +217,12 @@ fn memory_from_row(row: &PgRow) -> MemoryResult<Memory> {
     let source_hash: Option<String> = row.try_get("source_hash").map_err(corrupt)?;
     let agent: String = row.try_get("agent_id").map_err(corrupt)?;
     let Json(tags): Json<Vec<String>> = row.try_get("tags").map_err(corrupt)?;
+    let project_id: Option<String> = row.try_get("project_id").map_err(corrupt)?;
     Ok(Memory {
+        project_id: project_id
+            .as_deref()
+            .map(mnemos_actors::namespaces::ProjectId::parse)
+            .transpose()?,
         id: MemoryId(row.try_get("id").map_err(corrupt)?),
         agent_id: AgentId::parse(&agent)?,
         memory_type: MemoryType::parse("type", &memory_type)?,
@@ -260,6 +268,60 @@ fn association_from_row(row: &PgRow) -> MemoryResult<Association> {
     })
 }
 
+fn outbox_entry_from_row(row: &PgRow) -> MemoryResult<OutboxEntry> {
+    let entity: String = row.try_get("entity").map_err(corrupt)?;
+    let op: String = row.try_get("op").map_err(corrupt)?;
+    let agent: String = row.try_get("agent_id").map_err(corrupt)?;
+    let agent_id = AgentId::parse(&agent)?;
+    let payload: serde_json::Value = row.try_get("payload").map_err(corrupt)?;
+    let id = |column: &str| -> MemoryResult<MemoryId> {
+        Ok(MemoryId(
+            row.try_get::<Option<String>, _>(column)
+                .map_err(corrupt)?
+                .unwrap_or_default(),
+        ))
+    };
+    let relation = || -> MemoryResult<String> {
+        Ok(row
+            .try_get::<Option<String>, _>("relation")
+            .map_err(corrupt)?
+            .unwrap_or_default())
+    };
+    let text = |key: &str| payload[key].as_str().unwrap_or_default().to_string();
+    let change = match (entity.as_str(), op.as_str()) {
+        ("memory", "upsert") => ProjectedChange::UpsertMemory {
+            id: id("memory_id")?,
+            agent_id,
+            memory_type: text("type"),
+            status: text("status"),
+            shared: payload["shared"].as_bool().unwrap_or(false),
+            session_id: payload["session_id"].as_str().map(String::from),
+        },
+        ("memory", _) => ProjectedChange::DeleteMemory {
+            id: id("memory_id")?,
+            agent_id,
+        },
+        ("edge", "upsert") => ProjectedChange::UpsertEdge {
+            agent_id,
+            from_id: id("from_id")?,
+            to_id: id("to_id")?,
+            relation: relation()?,
+            weight: payload["weight"].as_f64().unwrap_or(0.0) as f32,
+        },
+        _ => ProjectedChange::DeleteEdge {
+            agent_id,
+            from_id: id("from_id")?,
+            to_id: id("to_id")?,
+            relation: relation()?,
+        },
+    };
+    Ok(OutboxEntry {
+        seq: row.try_get::<i64, _>("seq").map_err(corrupt)?.max(0) as u64,
+        change,
+        created_at: row.try_get("created_at").map_err(corrupt)?,
+    })
+}
+
 fn ids_of(ids: &[MemoryId]) -> Vec<String> {
     ids.iter().map(|id| id.0.clone()).collect()
 }
@@ -294,7 +356,8 @@ async fn insert_records(conn: &mut PgConnection, records: &[StoredMemory]) -> Me
                 .push_bind(m.source.as_ref().map(|s| s.path.clone()))
                 .push_bind(m.source.as_ref().map(|s| s.hash.clone()))
                 .push_bind(i64::from(m.version))
-                .push_bind(normalized_hash(&m.content));
+                .push_bind(normalized_hash(&m.content))
+                .push_bind(m.project_id.as_ref().map(|p| p.as_str().to_string()));
         });
         // Ids already stored (a retried request) are skipped whole: nothing of theirs is written twice.
         builder.push(" ON CONFLICT (id) DO NOTHING RETURNING id");
@@ -379,7 +442,7 @@ async fn update_record(
         "UPDATE memories SET memory_type = $1, content = $2, title = $3, importance = $4, tags = $5, session_id = $6, \
          occurred_at = $7, updated_at = $8, last_accessed_at = $9, access_count = $10, consolidation_level = $11, \
          valence = $12, arousal = $13, status = $14, shared = $15, metadata = $16, source_path = $17, \
-         source_hash = $18, version = $19, content_hash = $20 \
+         source_hash = $18, version = $19, content_hash = $20, project_id = $23 \
          WHERE id = $21 AND version = $22",
     )
     .bind(next.memory_type.as_str())
@@ -404,6 +467,7 @@ async fn update_record(
     .bind(normalized_hash(&next.content))
     .bind(next.id.as_str())
     .bind(i64::from(previous.version))
+    .bind(next.project_id.as_ref().map(|p| p.as_str()))
     .execute(&mut *conn)
     .await
     .map_err(backend_error)?;
@@ -756,6 +820,11 @@ impl MemoryStore for PostgresStore {
         }
         if let Some(cursor) = &query.cursor {
             builder.push(" AND id < ").push_bind(cursor.0.clone());
+        }
+        if let Some(project) = &query.project_id {
+            builder
+                .push(" AND project_id = ")
+                .push_bind(project.as_str().to_string());
         }
         match &query.occurred {
             Some(range) => {
@@ -1209,6 +1278,46 @@ impl MemoryStore for PostgresStore {
         Ok(true)
     }
 
+    fn keeps_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        let rows = sqlx::query(
+            "SELECT seq, entity, op, agent_id, memory_id, from_id, to_id, relation, payload, created_at \
+             FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(outbox_entry_from_row).collect()
+    }
+
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        let (oldest, head): (Option<i64>, i64) = sqlx::query_as(
+            "SELECT (SELECT MIN(seq) FROM outbox), \
+             COALESCE(pg_sequence_last_value(CAST(pg_get_serial_sequence('outbox', 'seq') AS regclass)), 0)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(OutboxBounds {
+            oldest: oldest.map(|s| s.max(0) as u64),
+            head: head.max(0) as u64,
+        })
+    }
+
+    async fn trim_outbox(&self, through: u64) -> MemoryResult<usize> {
+        let deleted = sqlx::query("DELETE FROM outbox WHERE seq <= $1")
+            .bind(i64::try_from(through).unwrap_or(i64::MAX))
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(deleted.rows_affected() as usize)
+    }
+
     async fn append_session_message(
         &self,
         agent: &AgentId,
@@ -1423,8 +1532,10 @@ impl GraphStore for PostgresStore {
     }
 
     async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association> {
-        let mut conn = self.pool.acquire().await.map_err(backend_error)?;
-        let row = upsert_edge_in(&mut conn, edge).await?;
+        // Under the write lock: edge changes enqueue outbox entries, which must commit in order.
+        let mut tx = self.write_transaction().await?;
+        let row = upsert_edge_in(&mut tx, edge).await?;
+        tx.commit().await.map_err(backend_error)?;
         association_from_row(&row)
     }
 
@@ -1480,12 +1591,25 @@ impl GraphStore for PostgresStore {
     }
 
     async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
         sqlx::query("DELETE FROM associations WHERE from_id = $1 OR to_id = $1")
             .bind(id.as_str())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(backend_error)?;
-        Ok(())
+        tx.commit().await.map_err(backend_error)
+    }
+
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        let rows = sqlx::query(
+            "SELECT agent_id, from_id, to_id, relation, weight, created_at FROM associations \
+             WHERE agent_id = $1 ORDER BY from_id, to_id, relation",
+        )
+        .bind(agent.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(association_from_row).collect()
     }
 }
 

@@ -18,7 +18,8 @@ use mnemos_actors::model::{
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
-    MemoryStore, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
+    MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
+    StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::search_terms;
 use sqlx::sqlite::{
@@ -26,6 +27,8 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+mod namespaces;
 
 /// The migrations of the SQLite schema, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -39,12 +42,12 @@ pub struct SqliteStore {
 
 const MEMORY_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
-     metadata, source_path, source_hash, version";
+     metadata, source_path, source_hash, version, project_id";
 
 /// The columns written on insert: [`MEMORY_COLUMNS`] plus the derived content hash.
 const INSERT_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
-     metadata, source_path, source_hash, version, content_hash";
+     metadata, source_path, source_hash, version, content_hash, project_id";
 
 fn backend_error(error: sqlx::Error) -> MemoryError {
     MemoryError::unavailable(format!("sqlite: {error}"))
@@ -81,6 +84,7 @@ fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
     let source_path: Option<String> = row.try_get("source_path").map_err(get_err)?;
     let source_hash: Option<String> = row.try_get("source_hash").map_err(get_err)?;
     let agent: String = row.try_get("agent_id").map_err(get_err)?;
+    let project_id: Option<String> = row.try_get("project_id").map_err(get_err)?;
     Ok(Memory {
         id: MemoryId(row.try_get("id").map_err(get_err)?),
         agent_id: AgentId::parse(&agent)?,
@@ -91,6 +95,10 @@ fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
         tags: serde_json::from_str(&tags)
             .map_err(|e| MemoryError::internal(format!("corrupt tags: {e}")))?,
         session_id: session_id.as_deref().map(SessionId::parse).transpose()?,
+        project_id: project_id
+            .as_deref()
+            .map(mnemos_actors::namespaces::ProjectId::parse)
+            .transpose()?,
         occurred_at: parse_time(row.try_get("occurred_at").map_err(get_err)?)?,
         created_at: parse_time(row.try_get("created_at").map_err(get_err)?)?,
         updated_at: parse_time(row.try_get("updated_at").map_err(get_err)?)?,
@@ -217,7 +225,8 @@ async fn insert_records(conn: &mut SqliteConnection, records: &[StoredMemory]) -
                 .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
                 .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
                 .push_bind(i64::from(m.version))
-                .push_bind(normalized_hash(&m.content));
+                .push_bind(normalized_hash(&m.content))
+                .push_bind(m.project_id.as_ref().map(|p| p.as_str()));
         });
         builder
             .build()
@@ -269,7 +278,7 @@ async fn update_record(
     let updated = sqlx::query(
             "UPDATE memories SET memory_type = ?, content = ?, title = ?, importance = ?, tags = ?, session_id = ?, \
              occurred_at = ?, updated_at = ?, last_accessed_at = ?, access_count = ?, consolidation_level = ?, \
-             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ? \
+             valence = ?, arousal = ?, status = ?, shared = ?, metadata = ?, source_path = ?, source_hash = ?, version = ?, content_hash = ?, project_id = ? \
              WHERE id = ? AND version = ?",
         )
         .bind(next.memory_type.as_str())
@@ -292,6 +301,7 @@ async fn update_record(
         .bind(next.source.as_ref().map(|s| s.hash.as_str()))
         .bind(i64::from(next.version))
         .bind(normalized_hash(&next.content))
+        .bind(next.project_id.as_ref().map(|p| p.as_str()))
         .bind(next.id.as_str())
         .bind(i64::from(previous.version))
         .execute(&mut *conn)
@@ -580,6 +590,11 @@ impl MemoryStore for SqliteStore {
         }
         if let Some(cursor) = &query.cursor {
             builder.push(" AND id < ").push_bind(cursor.as_str());
+        }
+        if let Some(project) = &query.project_id {
+            builder
+                .push(" AND project_id = ")
+                .push_bind(project.as_str());
         }
         match &query.occurred {
             Some(range) => {
@@ -1001,6 +1016,46 @@ impl MemoryStore for SqliteStore {
         Ok(true)
     }
 
+    fn keeps_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        let rows = sqlx::query(
+            "SELECT seq, entity, op, agent_id, memory_id, from_id, to_id, relation, payload, created_at \
+             FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(after as i64)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(outbox_entry_from_row).collect()
+    }
+
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        let row = sqlx::query(
+            "SELECT (SELECT MIN(seq) FROM outbox) AS oldest, \
+             COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0) AS head",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        Ok(OutboxBounds {
+            oldest: row.get::<Option<i64>, _>("oldest").map(|s| s as u64),
+            head: row.get::<i64, _>("head") as u64,
+        })
+    }
+
+    async fn trim_outbox(&self, through: u64) -> MemoryResult<usize> {
+        let deleted = sqlx::query("DELETE FROM outbox WHERE seq <= ?")
+            .bind(through as i64)
+            .execute(&self.pool)
+            .await
+            .map_err(backend_error)?;
+        Ok(deleted.rows_affected() as usize)
+    }
+
     async fn append_session_message(
         &self,
         agent: &AgentId,
@@ -1311,6 +1366,60 @@ impl GraphStore for SqliteStore {
             .map_err(backend_error)?;
         Ok(())
     }
+
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        let rows = sqlx::query(
+            "SELECT agent_id, from_id, to_id, relation, weight, created_at FROM associations \
+             WHERE agent_id = ? ORDER BY from_id, to_id, relation",
+        )
+        .bind(agent.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend_error)?;
+        rows.iter().map(association_from_row).collect()
+    }
+}
+
+fn outbox_entry_from_row(row: &SqliteRow) -> MemoryResult<OutboxEntry> {
+    let entity: String = row.get("entity");
+    let op: String = row.get("op");
+    let agent_id = AgentId::parse(row.get("agent_id"))?;
+    let payload: serde_json::Value =
+        serde_json::from_str(row.get("payload")).unwrap_or(serde_json::Value::Null);
+    let id = |column: &str| MemoryId(row.get::<Option<String>, _>(column).unwrap_or_default());
+    let text = |key: &str| payload[key].as_str().unwrap_or_default().to_string();
+    let change = match (entity.as_str(), op.as_str()) {
+        ("memory", "upsert") => ProjectedChange::UpsertMemory {
+            id: id("memory_id"),
+            agent_id,
+            memory_type: text("type"),
+            status: text("status"),
+            shared: payload["shared"].as_i64().unwrap_or(0) != 0,
+            session_id: payload["session_id"].as_str().map(String::from),
+        },
+        ("memory", _) => ProjectedChange::DeleteMemory {
+            id: id("memory_id"),
+            agent_id,
+        },
+        ("edge", "upsert") => ProjectedChange::UpsertEdge {
+            agent_id,
+            from_id: id("from_id"),
+            to_id: id("to_id"),
+            relation: row.get::<Option<String>, _>("relation").unwrap_or_default(),
+            weight: payload["weight"].as_f64().unwrap_or(0.0) as f32,
+        },
+        _ => ProjectedChange::DeleteEdge {
+            agent_id,
+            from_id: id("from_id"),
+            to_id: id("to_id"),
+            relation: row.get::<Option<String>, _>("relation").unwrap_or_default(),
+        },
+    };
+    Ok(OutboxEntry {
+        seq: row.get::<i64, _>("seq") as u64,
+        change,
+        created_at: parse_time(row.get("created_at"))?,
+    })
 }
 
 fn association_from_row(row: &SqliteRow) -> MemoryResult<Association> {

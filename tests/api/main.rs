@@ -4,9 +4,11 @@
 mod cognition;
 mod errors;
 mod extraction;
+mod falkordb;
 mod helpers;
 mod lifecycle;
 mod mcp;
+mod namespaces;
 mod postgres;
 mod proxy;
 mod redis_working;

@@ -59,7 +59,7 @@ fn assert_passed(output: &Output) -> serde_json::Value {
     assert_eq!(summary["ok"], true, "{summary}");
     assert_eq!(
         summary["tools"].as_array().map(Vec::len),
-        Some(11),
+        Some(19),
         "{summary}"
     );
     assert_eq!(summary["errors"][0]["data"]["field"], "query", "{summary}");
@@ -96,8 +96,9 @@ async fn the_python_sdk_uses_every_tool_over_stdio() {
     assert_eq!(summary["transport"], "stdio");
     // The server exited when stdin closed, flushed its stores and released the lock:
     // both remembered, both batch memories (one archived by forget, still stored), and
-    // the preference and the procedure extract_turn kept (once, though the turn was sent twice).
-    assert_eq!(stored_memories(temp.path()).await, 6);
+    // the preference and the procedure extract_turn kept (once, though the turn was sent
+    // twice), and the memory of the isolated project.
+    assert_eq!(stored_memories(temp.path()).await, 7);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,7 +230,7 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
     let by_id = |id: u64| messages.iter().find(|m| m["id"] == id).cloned();
     assert_eq!(
         by_id(2).map(|m| m["result"]["tools"].as_array().map(Vec::len)),
-        Some(Some(11))
+        Some(Some(19))
     );
     let stored = by_id(3).unwrap_or_default();
     assert_eq!(

@@ -273,7 +273,9 @@ async fn health_metrics_and_openapi_describe_the_server() {
             "episodic",
             "vectors",
             "graph",
+            "namespaces",
             "consolidator",
+            "projector",
             "cognition"
         ]
     );

@@ -27,6 +27,7 @@ use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
     MemoryStatus, MemoryType,
 };
+use crate::namespaces::ProjectId;
 use crate::policy::clustering::{centroid, cluster, ClusterItem, ClusterParams};
 use crate::policy::consolidation::{decide, is_candidate, Decision, ForgetPolicy, PromotePolicy};
 use crate::policy::retention::RetentionPolicy;
@@ -193,6 +194,7 @@ fn product_of_consolidation(
         importance: 0.5,
         tags: Vec::new(),
         session_id: None,
+        project_id: None,
         occurred_at,
         created_at: now,
         updated_at: now,
@@ -261,7 +263,22 @@ pub async fn consolidate_agent(
             occurred_at: m.occurred_at,
         })
         .collect();
-    let clusters = cluster(&items, &edge_pairs, &args.clustering);
+    // A cluster never mixes projects: its abstraction lands in its members' project, so
+    // an isolated project's knowledge is never abstracted into a memory visible elsewhere.
+    let clusters: Vec<Vec<usize>> = cluster(&items, &edge_pairs, &args.clustering)
+        .into_iter()
+        .flat_map(|members| {
+            let mut by_project: BTreeMap<Option<&ProjectId>, Vec<usize>> = BTreeMap::new();
+            for i in members {
+                by_project
+                    .entry(clusterable[i].project_id.as_ref())
+                    .or_default()
+                    .push(i);
+            }
+            by_project.into_values()
+        })
+        .filter(|members| members.len() >= args.clustering.min_size)
+        .collect();
 
     // Sources of clusters that committed (a skipped cluster's members get rule decisions).
     let mut clustered: HashSet<MemoryId> = HashSet::new();
@@ -306,6 +323,7 @@ pub async fn consolidate_agent(
             title: Some(abstraction.title.clone()),
             importance: abstraction.importance.clamp(0.0, 1.0),
             tags: abstraction.tags.clone(),
+            project_id: sources[0].project_id.clone(),
             metadata: serde_json::json!({
                 "derived_from": source_ids,
                 "inner_thought": thought.provider,
@@ -548,6 +566,8 @@ pub async fn archive_idle_sessions(
             importance: memories.iter().map(|m| m.importance).fold(0.5f32, f32::max),
             tags: vec![ARCHIVE_SUMMARY_TAG.to_string()],
             session_id: Some(idle.session_id.clone()),
+            // The session's project (the first one found: a session belongs to one project).
+            project_id: memories.iter().find_map(|m| m.project_id.clone()),
             metadata: serde_json::json!({
                 "session_span": { "from": idle.first_at, "to": idle.last_at },
                 "memories": memories.len(),
@@ -846,6 +866,47 @@ mod tests {
         }
         let loner = remember(f, "The dentist appointment moved to Thursday", now, None).await;
         (coffee, deploys, loner)
+    }
+
+    #[tokio::test]
+    async fn a_cluster_never_mixes_projects_and_its_abstraction_stays_in_its_project() {
+        let f = fixture();
+        let now = f.clock.now();
+        let vault = crate::namespaces::ProjectId::parse("vault").unwrap();
+        let texts = [
+            "I drank a flat white coffee at the Blue Bottle cafe this morning",
+            "Had a flat white coffee at Blue Bottle cafe again today",
+            "Morning flat white coffee at the Blue Bottle cafe, as usual",
+            "Another flat white coffee at the Blue Bottle cafe before work",
+        ];
+        let mut in_vault = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let memory = remember(&f, text, now - Duration::hours(3), None).await;
+            // Three in the project, one outside it: only the three may form a cluster.
+            if i < 3 {
+                let mut next = memory.clone();
+                next.project_id = Some(vault.clone());
+                next.version += 1;
+                f.args
+                    .store
+                    .update(&next, &version_of(&memory, "test", now), None)
+                    .await
+                    .unwrap();
+                in_vault.push(next.id.clone());
+            }
+        }
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.consolidated, 3, "{}", run.report);
+        let all = f.store.agent_memories(&f.agent).await.unwrap();
+        let derived = all
+            .iter()
+            .find(|m| m.memory_type == MemoryType::Semantic)
+            .expect("the project's cluster was abstracted");
+        assert_eq!(derived.project_id.as_ref(), Some(&vault));
+        for memory in &all {
+            let consolidated = memory.consolidation_level >= 1.0 && memory.id != derived.id;
+            assert_eq!(consolidated, in_vault.contains(&memory.id), "{memory:?}");
+        }
     }
 
     #[tokio::test]

@@ -10,6 +10,8 @@ pub mod cognition;
 pub mod consolidator;
 pub mod episodic;
 pub mod graph;
+pub mod namespaces;
+pub mod projector;
 pub mod vectors;
 pub mod working;
 

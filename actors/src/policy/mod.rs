@@ -8,6 +8,7 @@ pub mod consolidation;
 pub mod context;
 pub mod extraction;
 pub mod fusion;
+pub mod lru;
 pub mod retention;
 pub mod routing;
 pub mod schedule;

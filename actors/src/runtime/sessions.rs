@@ -286,6 +286,16 @@ impl Runtime {
             &compacted,
             self.inner.config.limits.max_content_bytes,
         );
+        // The archive belongs to the session's project: an isolated project's conversation stays in it.
+        let project_id = self
+            .namespaces(
+                |reply| crate::actors::namespaces::NamespacesMsg::SessionProject {
+                    agent: agent.clone(),
+                    session: session.clone(),
+                    reply,
+                },
+            )
+            .await?;
         let archive = Memory {
             id: MemoryId::generate(),
             agent_id: agent.clone(),
@@ -303,6 +313,7 @@ impl Runtime {
                 SESSION_COMPACTION_TAG.to_string(),
             ],
             session_id: Some(session.clone()),
+            project_id,
             occurred_at: first.at,
             created_at: now,
             updated_at: now,

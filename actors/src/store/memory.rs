@@ -210,6 +210,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .filter(|m| query.status.is_none_or(|s| m.status == s))
             .filter(|m| query.tag.as_ref().is_none_or(|t| m.tags.contains(t)))
             .filter(|m| query.occurred.is_none_or(|r| r.contains(m.occurred_at)))
+            .filter(|m| query.project_id.is_none() || m.project_id == query.project_id)
             .cloned()
             .collect::<Vec<_>>())
         .map(|mut found: Vec<Memory>| {
@@ -1018,6 +1019,17 @@ impl GraphStore for InMemoryGraphStore {
             .map_err(lock_error)?
             .retain(|e| e.from_id != *id && e.to_id != *id);
         Ok(())
+    }
+
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        Ok(self
+            .edges
+            .read()
+            .map_err(lock_error)?
+            .iter()
+            .filter(|e| e.agent_id == *agent)
+            .cloned()
+            .collect())
     }
 }
 

@@ -7,6 +7,7 @@
 //! files at all; the service (`src/`) adds SQLite and an HNSW index.
 
 pub mod memory;
+pub mod namespaces;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -43,6 +44,8 @@ pub struct ListQuery {
     pub cursor: Option<MemoryId>,
     /// Only memories that occurred in this range, newest occurrence first (instead of newest id first).
     pub occurred: Option<crate::policy::time::TimeRange>,
+    /// Only memories of this project (of the owner).
+    pub project_id: Option<crate::namespaces::ProjectId>,
 }
 
 /// A keyword (BM25) search within one agent's scope.
@@ -134,6 +137,94 @@ pub struct SessionCompaction {
     pub summary: String,
     /// When the newest message it covers was said (the summary's place in the conversation).
     pub at: DateTime<Utc>,
+}
+
+/// A change a projection must apply, as the outbox recorded it (in commit order).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProjectedChange {
+    /// A memory was created or its projected properties changed.
+    UpsertMemory {
+        /// The memory.
+        id: MemoryId,
+        /// Its owner.
+        agent_id: AgentId,
+        /// Its type name.
+        memory_type: String,
+        /// Its status name.
+        status: String,
+        /// Whether it is in the shared pool.
+        shared: bool,
+        /// Its session, if any.
+        session_id: Option<String>,
+    },
+    /// A memory was deleted (its edges go with it).
+    DeleteMemory {
+        /// The memory.
+        id: MemoryId,
+        /// Its owner.
+        agent_id: AgentId,
+    },
+    /// An association was created or re-weighted.
+    UpsertEdge {
+        /// Owner.
+        agent_id: AgentId,
+        /// Source memory.
+        from_id: MemoryId,
+        /// Target memory.
+        to_id: MemoryId,
+        /// Relation name.
+        relation: String,
+        /// Weight in 0..1.
+        weight: f32,
+    },
+    /// An association was removed.
+    DeleteEdge {
+        /// Owner.
+        agent_id: AgentId,
+        /// Source memory.
+        from_id: MemoryId,
+        /// Target memory.
+        to_id: MemoryId,
+        /// Relation name.
+        relation: String,
+    },
+}
+
+/// One outbox entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxEntry {
+    /// Position in the outbox (commit order, gap-free per store).
+    pub seq: u64,
+    /// What changed.
+    pub change: ProjectedChange,
+    /// When it was committed.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The range of outbox entries still stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutboxBounds {
+    /// Sequence number of the oldest stored entry (None: the outbox is empty).
+    pub oldest: Option<u64>,
+    /// Sequence number of the newest entry ever written (0: none yet).
+    pub head: u64,
+}
+
+/// An external read model kept in sync from the outbox (FalkorDB, Neo4j, Qdrant).
+/// Applying a change twice must leave the same state (idempotent), since a failed
+/// batch is retried whole.
+#[async_trait]
+pub trait Projection: Send + Sync + 'static {
+    /// Name in health, metrics and `mnemos reindex` (`falkordb`, ...).
+    fn name(&self) -> &'static str;
+    /// The outbox sequence number the projection has applied through, as recorded in
+    /// the projection itself; None when it holds nothing known (fresh or flushed) and
+    /// must be rebuilt from SQL.
+    async fn applied(&self) -> MemoryResult<Option<u64>>;
+    /// Apply changes in order, then (when `through` is given) record it as applied.
+    async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()>;
+    /// Remove everything, before a rebuild.
+    async fn reset(&self) -> MemoryResult<()>;
 }
 
 /// Version reasons of memories archived by forgetting (by decay or on request): only
@@ -239,6 +330,23 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// Record a session's summary and archive mark atomically; false (and nothing
     /// written) when the session is already summarised through `archived_through`.
     async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool>;
+    /// True when every change enqueues an outbox entry in its own transaction (the SQL
+    /// stores); the in-memory store keeps no outbox and supports no projections.
+    fn keeps_outbox(&self) -> bool {
+        false
+    }
+    /// Outbox entries after `after`, oldest first, at most `limit`.
+    async fn outbox_after(&self, _after: u64, _limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        Ok(Vec::new())
+    }
+    /// The range of stored outbox entries.
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        Ok(OutboxBounds::default())
+    }
+    /// Delete outbox entries up to `through` (every projection has applied them).
+    async fn trim_outbox(&self, _through: u64) -> MemoryResult<usize> {
+        Ok(0)
+    }
     /// Append a message to a session's log (creating the session) and return it with its
     /// sequence number; durable when this returns (the acknowledgement point of a message).
     async fn append_session_message(
@@ -367,6 +475,8 @@ pub trait GraphStore: Send + Sync + 'static {
     ) -> MemoryResult<Vec<Association>>;
     /// Remove every edge touching a memory.
     async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()>;
+    /// Every edge of one agent (to rebuild a graph projection).
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>>;
 }
 
 /// One item of a session's working-memory window.

@@ -1,0 +1,216 @@
+//! Namespaces: projects that group an agent's sessions (with an isolation flag), and
+//! key-value namespaces shared by the nodes of a multi-agent orchestrator.
+//!
+//! A **project** belongs to one agent (`(agent_id, project_id)` is its key) and groups
+//! sessions; memories carry the project they were written in. An `isolated` project's
+//! memories are recalled only by requests naming that project. A **KV namespace** is
+//! named by its callers: every node (agent) naming the same namespace shares its
+//! entries. Each namespace is an ordered LRU bounded by `max_entries`
+//! ([`crate::policy::lru`]).
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{validate_identifier, AgentId, SessionId};
+
+/// Validated project identifier (same alphabet as agent ids), unique per agent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProjectId(String);
+
+impl ProjectId {
+    /// Validate and wrap a project id; the error names `field`.
+    pub fn parse_field(field: &str, raw: &str) -> MemoryResult<Self> {
+        validate_identifier(field, raw)?;
+        Ok(Self(raw.to_string()))
+    }
+    /// Validate and wrap a project id; the error names the `project_id` field.
+    pub fn parse(raw: &str) -> MemoryResult<Self> {
+        Self::parse_field("project_id", raw)
+    }
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A project of one agent: a named group of sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Project {
+    /// Owner.
+    pub agent_id: AgentId,
+    /// Id, unique within the owner's projects.
+    pub project_id: ProjectId,
+    /// Human-readable name.
+    pub name: String,
+    /// When true, the project's memories never appear in another project's (or a project-less) recall.
+    pub isolated: bool,
+    /// When the project was created.
+    pub created_at: DateTime<Utc>,
+    /// When its name or isolation last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A project with the sessions attached to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectDetail {
+    /// The project.
+    pub project: Project,
+    /// Its sessions, in id order.
+    pub sessions: Vec<SessionId>,
+}
+
+/// Validated KV namespace name (same alphabet as agent ids). Namespaces are global:
+/// every node naming the same namespace shares it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NamespaceName(String);
+
+impl NamespaceName {
+    /// Validate and wrap a namespace name; the error names the `namespace` field.
+    pub fn parse(raw: &str) -> MemoryResult<Self> {
+        validate_identifier("namespace", raw)?;
+        Ok(Self(raw.to_string()))
+    }
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for NamespaceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One entry of a KV namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvEntry {
+    /// Namespace it lives in.
+    pub namespace: NamespaceName,
+    /// Its key (unique in the namespace).
+    pub key: String,
+    /// Caller's JSON value, stored and returned unchanged.
+    pub value: serde_json::Value,
+    /// Caller's labels (for `list_by_tag`).
+    pub tags: Vec<String>,
+    /// The node (agent) that wrote the current value.
+    pub written_by: AgentId,
+    /// When the key was first written.
+    pub created_at: DateTime<Utc>,
+    /// When the value was last written.
+    pub updated_at: DateTime<Utc>,
+    /// When the entry stops being visible (None: never).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Position in the namespace's use order (higher: used more recently); a get or put moves it to the front.
+    pub last_used: u64,
+}
+
+impl KvEntry {
+    /// True when the entry's TTL has passed at `now`.
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+}
+
+/// Counters and bounds of one namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceStats {
+    /// The namespace.
+    pub namespace: NamespaceName,
+    /// Live (unexpired) entries.
+    pub entries: usize,
+    /// Bound: a put beyond it evicts the least recently used entry.
+    pub max_entries: usize,
+    /// Gets that found a live entry.
+    pub hits: u64,
+    /// Gets that found nothing (or an expired entry).
+    pub misses: u64,
+    /// Entries evicted to stay within `max_entries`.
+    pub evictions: u64,
+    /// Puts accepted.
+    pub puts: u64,
+    /// When the namespace was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A put, as handed to a [`crate::store::namespaces::NamespaceStore`].
+#[derive(Debug, Clone)]
+pub struct KvPut {
+    /// Target namespace (created with `default_max_entries` when it does not exist).
+    pub namespace: NamespaceName,
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: serde_json::Value,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Writing node.
+    pub written_by: AgentId,
+    /// Expiry (None: never).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Bound of a namespace this put creates.
+    pub default_max_entries: usize,
+    /// The put's time.
+    pub now: DateTime<Utc>,
+}
+
+/// What a put did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvPutOutcome {
+    /// The stored entry.
+    pub entry: KvEntry,
+    /// True when the key was new (or had expired).
+    pub created: bool,
+    /// Keys evicted (least recently used first) to stay within `max_entries`.
+    pub evicted: Vec<String>,
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvHit {
+    /// The entry.
+    pub entry: KvEntry,
+    /// Relevance (higher is better).
+    pub score: f64,
+}
+
+/// The error of an operation on a namespace nobody created yet.
+pub fn no_such_namespace(namespace: &NamespaceName) -> MemoryError {
+    MemoryError {
+        field: Some("namespace".into()),
+        ..MemoryError::not_found(format!(
+            "namespace {namespace} does not exist; a put creates it, or PUT /v1/namespaces/{namespace} with max_entries"
+        ))
+    }
+}
+
+/// The error of a get or delete of a key the namespace does not hold.
+pub fn no_such_key(namespace: &NamespaceName, key: &str) -> MemoryError {
+    MemoryError {
+        field: Some("key".into()),
+        ..MemoryError::not_found(format!(
+            "namespace {namespace} holds no entry {key:?} (never written, deleted, expired or evicted)"
+        ))
+    }
+}
+
+/// The error of a reference to a project the agent does not have.
+pub fn no_such_project(field: &str, agent: &AgentId, project: &ProjectId) -> MemoryError {
+    MemoryError {
+        field: Some(field.into()),
+        ..MemoryError::not_found(format!(
+            "agent {agent} has no project {project}; create it with PUT /v1/projects/{project}"
+        ))
+    }
+}

@@ -1,0 +1,4 @@
+//! Graph projections: the shared Cypher statements and the FalkorDB adapter.
+
+pub mod cypher;
+pub mod falkordb;
