@@ -74,6 +74,13 @@ pub struct BenchReport {
     pub sleep_cycle_consolidated: u64,
     /// Peak resident set size of the process, MiB.
     pub peak_rss_mib: f64,
+    /// Backends the run used (store, working memory, graph projection).
+    pub backends: String,
+    /// Projection lag (age of the oldest unapplied outbox entry) sampled every 50 writes
+    /// under the single-remember load, p95 in ms (None without external projections).
+    pub projection_lag_p95_ms: Option<f64>,
+    /// Time for the projections to apply everything after the batch load, seconds.
+    pub projection_drain_seconds: Option<f64>,
 }
 
 /// Deterministic xorshift generator (the benchmark must be repeatable).
@@ -199,6 +206,14 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
         report.sleep_cycle_seconds, report.sleep_cycle_processed, report.sleep_cycle_consolidated
     );
     println!("| peak RSS | {:.0} MiB |", report.peak_rss_mib);
+    println!("| backends | {} |", report.backends);
+    if let (Some(lag), Some(drain)) = (
+        report.projection_lag_p95_ms,
+        report.projection_drain_seconds,
+    ) {
+        println!("| projection lag p95 under single writes | {lag:.0} ms |");
+        println!("| projection drain after the batch load | {drain:.1} s |");
+    }
     Ok(())
 }
 
@@ -261,8 +276,29 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         progress.set_position(loaded as u64);
     }
     progress.finish();
+    let has_projections = !runtime
+        .projection_status()
+        .await
+        .unwrap_or_default()
+        .is_empty();
+    let drain_started = Instant::now();
+    let projection_drain_seconds = if has_projections {
+        loop {
+            let status = runtime.projection_status().await.unwrap_or_default();
+            if status.iter().all(|p| p.lag_entries == 0 && p.state == "up") {
+                break Some(drain_started.elapsed().as_secs_f64());
+            }
+            if drain_started.elapsed() > Duration::from_secs(600) {
+                anyhow::bail!("projections did not catch up within 10 minutes: {status:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    } else {
+        None
+    };
 
     let progress = bar(args.single, "single");
+    let mut lag_samples: Vec<f64> = Vec::new();
     let mut single_latencies = Vec::with_capacity(args.single);
     let single_started = Instant::now();
     for n in 0..args.single {
@@ -276,6 +312,11 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;
         single_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        if has_projections && n % 50 == 49 {
+            if let Ok(status) = runtime.projection_status().await {
+                lag_samples.extend(status.iter().map(|p| p.lag_seconds * 1000.0));
+            }
+        }
         progress.inc(1);
     }
     let single_elapsed = single_started.elapsed();
@@ -342,6 +383,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     let sleep_cycle_processed: u64 = runs.iter().map(|r| u64::from(r.processed)).sum();
     let sleep_cycle_consolidated: u64 = runs.iter().map(|r| u64::from(r.consolidated)).sum();
     reopened.close().await?;
+    lag_samples.sort_by(f64::total_cmp);
 
     single_latencies.sort_by(f64::total_cmp);
     recall_latencies.sort_by(f64::total_cmp);
@@ -362,6 +404,12 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         sleep_cycle_processed,
         sleep_cycle_consolidated,
         peak_rss_mib: peak_rss_mib(),
+        backends: format!(
+            "store {}, working {}, graph {}",
+            "sqlite", settings.working.backend, settings.graph.backend
+        ),
+        projection_lag_p95_ms: has_projections.then(|| percentile(&lag_samples, 95.0)),
+        projection_drain_seconds,
     })
 }
 

@@ -34,13 +34,13 @@ async fn falkordb_bin() -> Option<std::path::PathBuf> {
 }
 
 /// A FalkorDB server on a free loopback port, killed on drop.
-struct Falkor {
+pub(crate) struct Falkor {
     port: u16,
     child: Option<tokio::process::Child>,
 }
 
 impl Falkor {
-    async fn start(bin: &std::path::Path, port: u16) -> Self {
+    pub(crate) async fn start(bin: &std::path::Path, port: u16) -> Self {
         let child = tokio::process::Command::new(bin.join("redis-server"))
             .args([
                 "--bind",
@@ -81,7 +81,7 @@ impl Falkor {
         server
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
@@ -93,7 +93,7 @@ impl Falkor {
     }
 }
 
-async fn falkor_or_skip(test: &str) -> Option<std::path::PathBuf> {
+pub(crate) async fn falkor_or_skip(test: &str) -> Option<std::path::PathBuf> {
     if let Some(bin) = falkordb_bin()
         .await
         .filter(|b| b.join("falkordb.so").exists())
@@ -111,7 +111,7 @@ async fn falkor_or_skip(test: &str) -> Option<std::path::PathBuf> {
     None
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -2,6 +2,7 @@
 //! directory) driven over HTTP.
 
 mod cognition;
+mod crash;
 mod errors;
 mod extraction;
 mod falkordb;
