@@ -1,6 +1,7 @@
 //! The shared system of record: PostgreSQL through sqlx.
 //!
-//! [`PostgresStore`] implements [`MemoryStore`] and [`GraphStore`] with the semantics of
+//! [`PostgresStore`] implements [`MemoryStore`], [`GraphStore`] and (in [`namespaces`])
+//! `NamespaceStore` with the semantics of
 //! [`super::sqlite::SqliteStore`]: idempotent inserts by id, compare-and-swap updates
 //! with version history in the same transaction, edges that cascade with their memory,
 //! and keyword search that ranks exactly as SQLite's FTS5 does.
@@ -10,14 +11,15 @@
 //! transaction-scoped advisory lock of the schema (`pg_advisory_xact_lock`), the
 //! PostgreSQL counterpart of SQLite's `BEGIN IMMEDIATE`: writers queue instead of
 //! deadlocking on row locks taken in different orders, a compare-and-swap sees the
-//! latest committed version, and the keyword statistics row is never contended.
-//! Readers never wait (MVCC). Leases and run-log rows are single statements.
+//! latest committed version, the keyword statistics row is never contended, and outbox
+//! entries commit in sequence order. Readers never wait (MVCC). Appending a session
+//! message locks only its session's row; leases and run-log rows are single statements.
 //!
 //! **Keyword search.** The store writes the same agent-prefixed terms as SQLite
 //! (`memory_search`: distinct terms as a GIN-indexed `tsvector`, their counts as
 //! `jsonb`, the document length), keeps FTS5's collection statistics exact in
 //! `keyword_stats`, reads the matches, document frequencies and statistics in one
-//! snapshot, and computes FTS5's BM25 in Rust with the same floating-point operations
+//! statement (one snapshot), and computes FTS5's BM25 in Rust with the same floating-point operations
 //! in the same order: the scores, and therefore the order and ties, are those of SQLite.
 
 use std::collections::HashMap;
