@@ -1,6 +1,6 @@
 //! The shared system of record: PostgreSQL through sqlx.
 //!
-//! [`PostgresStore`] implements [`MemoryStore`], [`GraphStore`] and (in [`namespaces`])
+//! [`PostgresStore`] implements [`MemoryStore`], [`GraphStore`] and (in `namespaces`)
 //! `NamespaceStore` with the semantics of
 //! [`super::sqlite::SqliteStore`]: idempotent inserts by id, compare-and-swap updates
 //! with version history in the same transaction, edges that cascade with their memory,
