@@ -75,6 +75,17 @@ impl Services {
                 .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?,
             ));
         }
+        if settings.graph.backend == "neo4j" {
+            projections.push(Arc::new(
+                crate::graph::neo4j::Neo4jProjection::new(
+                    &settings.graph.url,
+                    &settings.graph.user,
+                    &settings.graph.password,
+                    std::time::Duration::from_millis(settings.graph.timeout_ms),
+                )
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?,
+            ));
+        }
         let working: Arc<dyn mnemos_actors::store::WorkingStore> =
             match settings.working.backend.as_str() {
                 "redis" => Arc::new(

@@ -139,12 +139,16 @@ pub struct WorkingSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraphSettings {
-    /// `sql` (the SQL graph only) or `falkordb` (plus a FalkorDB projection).
+    /// `sql` (the SQL graph only), `falkordb` or `neo4j` (plus that projection).
     pub backend: String,
     /// Server URL for `falkordb` (`redis://127.0.0.1:6380`).
     pub url: String,
     /// Graph name inside FalkorDB.
     pub name: String,
+    /// Neo4j user (`neo4j` backend).
+    pub user: String,
+    /// Neo4j password (`neo4j` backend).
+    pub password: String,
     /// Budget of one call to the graph server in milliseconds.
     pub timeout_ms: u64,
 }
@@ -552,10 +556,24 @@ impl Settings {
                     ));
                 }
             }
+            "neo4j" => {
+                if !["bolt://", "bolt+s://", "neo4j://", "neo4j+s://"]
+                    .iter()
+                    .any(|scheme| self.graph.url.starts_with(scheme))
+                {
+                    return Err(bad(
+                        "graph.url",
+                        format!(
+                            "graph.backend = \"neo4j\" needs a bolt:// or neo4j:// URI (got {:?})",
+                            self.graph.url
+                        ),
+                    ));
+                }
+            }
             other => {
                 return Err(bad(
                     "graph.backend",
-                    format!("unknown backend {other:?}; use \"sql\" or \"falkordb\""),
+                    format!("unknown backend {other:?}; use \"sql\", \"falkordb\" or \"neo4j\""),
                 ))
             }
         }

@@ -7,6 +7,8 @@
 //! relationship per association, and one `(:MnemosProjection {id: 'outbox', applied})`
 //! node recording the outbox sequence number applied through.
 
+use mnemos_actors::store::ProjectedChange;
+
 /// Create or update a memory's node.
 pub const UPSERT_MEMORY: &str = "MERGE (m:Memory {id: $id}) \
      SET m.agent_id = $agent_id, m.type = $type, m.status = $status, m.shared = $shared, m.session_id = $session_id";
@@ -41,6 +43,65 @@ pub fn activation(depth: u32) -> String {
          RETURN m.id, max(activation) AS best ORDER BY best DESC LIMIT $limit",
         depth.clamp(1, 6)
     )
+}
+
+/// The statement and parameters that apply one outbox change.
+pub fn change_query(change: &ProjectedChange) -> (&'static str, Vec<(&'static str, Param)>) {
+    match change {
+        ProjectedChange::UpsertMemory {
+            id,
+            agent_id,
+            memory_type,
+            status,
+            shared,
+            session_id,
+        } => (
+            UPSERT_MEMORY,
+            vec![
+                ("id", Param::Text(id.0.clone())),
+                ("agent_id", Param::Text(agent_id.to_string())),
+                ("type", Param::Text(memory_type.clone())),
+                ("status", Param::Text(status.clone())),
+                ("shared", Param::Bool(*shared)),
+                (
+                    "session_id",
+                    session_id.clone().map_or(Param::Null, Param::Text),
+                ),
+            ],
+        ),
+        ProjectedChange::DeleteMemory { id, .. } => {
+            (DELETE_MEMORY, vec![("id", Param::Text(id.0.clone()))])
+        }
+        ProjectedChange::UpsertEdge {
+            agent_id,
+            from_id,
+            to_id,
+            relation,
+            weight,
+        } => (
+            UPSERT_EDGE,
+            vec![
+                ("from_id", Param::Text(from_id.0.clone())),
+                ("to_id", Param::Text(to_id.0.clone())),
+                ("relation", Param::Text(relation.clone())),
+                ("weight", Param::Number(f64::from(*weight))),
+                ("agent_id", Param::Text(agent_id.to_string())),
+            ],
+        ),
+        ProjectedChange::DeleteEdge {
+            from_id,
+            to_id,
+            relation,
+            ..
+        } => (
+            DELETE_EDGE,
+            vec![
+                ("from_id", Param::Text(from_id.0.clone())),
+                ("to_id", Param::Text(to_id.0.clone())),
+                ("relation", Param::Text(relation.clone())),
+            ],
+        ),
+    }
 }
 
 /// A parameter value.

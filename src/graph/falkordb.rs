@@ -196,63 +196,10 @@ impl FalkorProjection {
     }
 }
 
-/// The statement of one change.
+/// The statement of one change, with its parameters rendered for `GRAPH.QUERY`.
 pub fn statement(change: &ProjectedChange) -> String {
-    match change {
-        ProjectedChange::UpsertMemory {
-            id,
-            agent_id,
-            memory_type,
-            status,
-            shared,
-            session_id,
-        } => with_params(
-            cypher::UPSERT_MEMORY,
-            &[
-                ("id", Param::Text(id.0.clone())),
-                ("agent_id", Param::Text(agent_id.to_string())),
-                ("type", Param::Text(memory_type.clone())),
-                ("status", Param::Text(status.clone())),
-                ("shared", Param::Bool(*shared)),
-                (
-                    "session_id",
-                    session_id.clone().map_or(Param::Null, Param::Text),
-                ),
-            ],
-        ),
-        ProjectedChange::DeleteMemory { id, .. } => {
-            with_params(cypher::DELETE_MEMORY, &[("id", Param::Text(id.0.clone()))])
-        }
-        ProjectedChange::UpsertEdge {
-            agent_id,
-            from_id,
-            to_id,
-            relation,
-            weight,
-        } => with_params(
-            cypher::UPSERT_EDGE,
-            &[
-                ("from_id", Param::Text(from_id.0.clone())),
-                ("to_id", Param::Text(to_id.0.clone())),
-                ("relation", Param::Text(relation.clone())),
-                ("weight", Param::Number(f64::from(*weight))),
-                ("agent_id", Param::Text(agent_id.to_string())),
-            ],
-        ),
-        ProjectedChange::DeleteEdge {
-            from_id,
-            to_id,
-            relation,
-            ..
-        } => with_params(
-            cypher::DELETE_EDGE,
-            &[
-                ("from_id", Param::Text(from_id.0.clone())),
-                ("to_id", Param::Text(to_id.0.clone())),
-                ("relation", Param::Text(relation.clone())),
-            ],
-        ),
-    }
+    let (query, params) = cypher::change_query(change);
+    with_params(query, &params)
 }
 
 #[async_trait]

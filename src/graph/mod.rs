@@ -1,4 +1,5 @@
-//! Graph projections: the shared Cypher statements and the FalkorDB adapter.
+//! Graph projections: the shared Cypher statements and the FalkorDB and Neo4j adapters.
 
 pub mod cypher;
 pub mod falkordb;
+pub mod neo4j;

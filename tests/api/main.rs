@@ -10,6 +10,7 @@ mod helpers;
 mod lifecycle;
 mod mcp;
 mod namespaces;
+mod neo4j;
 mod postgres;
 mod proxy;
 mod redis_working;

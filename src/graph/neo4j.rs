@@ -1,0 +1,184 @@
+//! The Neo4j graph projection (`graph.backend = "neo4j"`): the outbox applied to Neo4j
+//! over Bolt (neo4rs 0.9: Bolt 4.4, Neo4j 5 LTS and 2025.x) with the same statements as
+//! FalkorDB ([`super::cypher`]), parameters passed natively. Each batch, with its
+//! applied mark, is one transaction.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mnemos_actors::error::{MemoryError, MemoryResult};
+use mnemos_actors::model::{AgentId, MemoryId};
+use mnemos_actors::store::{ProjectedChange, Projection};
+use neo4rs::{BoltType, Graph, Query};
+
+use super::cypher::{self, Param};
+
+/// A Neo4j database kept in sync from the outbox.
+pub struct Neo4jProjection {
+    /// The driver's pool (connects lazily).
+    graph: Graph,
+    /// Budget of one batch.
+    timeout: Duration,
+}
+
+fn unavailable(what: impl std::fmt::Display) -> MemoryError {
+    MemoryError::unavailable(format!("Neo4j: {what}"))
+}
+
+fn bolt(param: &Param) -> BoltType {
+    match param {
+        Param::Text(text) => BoltType::from(text.as_str()),
+        Param::Number(n) => BoltType::from(*n),
+        Param::Int(i) => BoltType::from(*i),
+        Param::Bool(b) => BoltType::from(*b),
+        Param::Null => BoltType::Null(neo4rs::BoltNull),
+    }
+}
+
+/// A neo4rs query for a statement and its parameters.
+pub fn query(statement: &str, params: &[(&str, Param)]) -> Query {
+    params
+        .iter()
+        .fold(neo4rs::query(statement), |q, (name, value)| {
+            q.param(name, bolt(value))
+        })
+}
+
+impl Neo4jProjection {
+    /// A projection on `uri` (`bolt://host:7687` or `neo4j://…`) with these credentials.
+    /// A malformed URI is an error naming `graph.url`; an unreachable server only makes
+    /// the projection behind.
+    pub fn new(uri: &str, user: &str, password: &str, timeout: Duration) -> MemoryResult<Self> {
+        let graph = Graph::new(uri, user, password).map_err(|error| {
+            MemoryError::invalid("graph.url", format!("cannot use Neo4j URI {uri}: {error}"))
+        })?;
+        Ok(Self { graph, timeout })
+    }
+
+    async fn within<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, neo4rs::Error>>,
+    ) -> MemoryResult<T> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| unavailable(format!("no answer within {:?}", self.timeout)))?
+            .map_err(unavailable)
+    }
+
+    async fn first_row(&self, q: Query) -> MemoryResult<Option<neo4rs::Row>> {
+        self.within(async {
+            let mut rows = self.graph.execute(q).await?;
+            rows.next().await
+        })
+        .await
+    }
+
+    /// Memories and associations of `agent` in the graph (tests and diagnostics).
+    pub async fn counts(&self, agent: &AgentId) -> MemoryResult<(i64, i64)> {
+        let statement = "MATCH (m:Memory {agent_id: $agent_id}) \
+             OPTIONAL MATCH (m)-[r:ASSOCIATED]->() RETURN count(DISTINCT m) AS memories, count(r) AS edges";
+        let row = self
+            .first_row(query(
+                statement,
+                &[("agent_id", Param::Text(agent.to_string()))],
+            ))
+            .await?;
+        Ok(row
+            .map(|row| {
+                (
+                    row.get::<i64>("memories").unwrap_or(0),
+                    row.get::<i64>("edges").unwrap_or(0),
+                )
+            })
+            .unwrap_or((0, 0)))
+    }
+
+    /// Spreading activation read from the graph: (memory, best path activation), best first.
+    pub async fn activation(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        limit: usize,
+    ) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        let statement = cypher::activation(depth).replace(
+            "RETURN m.id, max(activation) AS best",
+            "RETURN m.id AS id, max(activation) AS best",
+        );
+        let q = query(
+            &statement,
+            &[
+                ("seed", Param::Text(seed.0.clone())),
+                ("agent_id", Param::Text(agent.to_string())),
+                ("limit", Param::Int(limit as i64)),
+            ],
+        );
+        self.within(async {
+            let mut rows = self.graph.execute(q).await?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().await? {
+                if let (Ok(id), Ok(best)) = (row.get::<String>("id"), row.get::<f64>("best")) {
+                    out.push((MemoryId(id), best));
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Projection for Neo4jProjection {
+    fn name(&self) -> &'static str {
+        "neo4j"
+    }
+
+    async fn applied(&self) -> MemoryResult<Option<u64>> {
+        // The uniqueness constraint doubles as the id index (idempotent).
+        let _ = self
+            .within(self.graph.run(neo4rs::query(
+                "CREATE CONSTRAINT mnemos_memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
+            )))
+            .await;
+        let row = self
+            .first_row(neo4rs::query(
+                "MATCH (c:MnemosProjection {id: 'outbox'}) RETURN c.applied AS applied",
+            ))
+            .await?;
+        Ok(row
+            .and_then(|row| row.get::<i64>("applied").ok())
+            .map(|applied| applied.max(0) as u64))
+    }
+
+    async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()> {
+        let mut queries: Vec<Query> = changes
+            .iter()
+            .map(|change| {
+                let (statement, params) = cypher::change_query(change);
+                query(statement, &params)
+            })
+            .collect();
+        if let Some(through) = through {
+            queries.push(query(
+                cypher::SET_APPLIED,
+                &[("applied", Param::Int(through as i64))],
+            ));
+        }
+        if queries.is_empty() {
+            return Ok(());
+        }
+        self.within(async {
+            let mut txn = self.graph.start_txn().await?;
+            txn.run_queries(queries).await?;
+            txn.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn reset(&self) -> MemoryResult<()> {
+        self.within(self.graph.run(neo4rs::query(cypher::RESET)))
+            .await
+            .map(|_| ())
+    }
+}
