@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::data_dir::DataDirLock;
-use crate::store::sqlite::SqliteStore;
+use crate::store::SystemOfRecord;
 use crate::vectors::HnswVectorIndex;
 
 /// The inner-thought provider of `settings`, and the arbiter when it is enabled.
@@ -40,8 +40,10 @@ fn inner_thought(
 pub struct Services {
     /// The runtime handle.
     pub runtime: Runtime,
-    /// The system of record (closed after the runtime stops).
-    pub store: Arc<SqliteStore>,
+    /// The system of record (`storage.backend`; closed after the runtime stops).
+    pub store: Arc<dyn mnemos_actors::store::MemoryStore>,
+    /// The same store as opened, for closing its pool.
+    record: SystemOfRecord,
     /// Held for the life of the process so two servers never share a data directory.
     _lock: DataDirLock,
 }
@@ -50,11 +52,15 @@ impl Services {
     /// Open the data directory and start the runtime.
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
         let lock = DataDirLock::acquire(&settings.data_dir)?;
-        let store = Arc::new(
-            SqliteStore::open(&settings.sqlite_path())
-                .await
-                .map_err(anyhow::Error::msg)?,
-        );
+        let record = SystemOfRecord::open(settings)
+            .await
+            .map_err(|e| match e.field {
+                Some(field) if !e.message.starts_with(field.as_str()) => {
+                    anyhow::anyhow!("{field}: {}", e.message)
+                }
+                _ => anyhow::Error::msg(e),
+            })?;
+        let store = record.memories();
         let embedder = crate::embedding::from_settings(&settings.embedding)
             .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
         let (thought, arbiter) = inner_thought(settings);
@@ -124,9 +130,9 @@ impl Services {
         let parts = RuntimeParts {
             memories: store.clone(),
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
-            graph: store.clone(),
+            graph: record.graph(),
             working,
-            namespaces: store.clone(),
+            namespaces: record.namespaces(),
             embedder,
             clock: Arc::new(SystemClock),
             arbiter,
@@ -139,6 +145,7 @@ impl Services {
         Ok(Self {
             runtime,
             store,
+            record,
             _lock: lock,
         })
     }
@@ -146,7 +153,7 @@ impl Services {
     /// Flush and stop the runtime, then close the store.
     pub async fn close(self) -> anyhow::Result<()> {
         let flushed = self.runtime.shutdown().await;
-        self.store.close().await;
+        self.record.close().await;
         flushed.map_err(|e| anyhow::anyhow!(e.message))
     }
 }

@@ -89,10 +89,12 @@ pub struct ServerSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageSettings {
-    /// `sqlite`.
+    /// `sqlite` (embedded, default) or `postgres`.
     pub backend: String,
     /// SQLite database file; empty: `<data_dir>/mnemos.db`.
     pub path: String,
+    /// PostgreSQL connection URL (`postgres://user@host:5432/db`), required when `backend = "postgres"`.
+    pub url: String,
 }
 
 /// `[embedding]`.
@@ -480,14 +482,32 @@ impl Settings {
         if self.server.max_body_bytes < 1024 {
             return Err(bad("server.max_body_bytes", "must be at least 1024"));
         }
-        if self.storage.backend != "sqlite" {
-            return Err(bad(
-                "storage.backend",
-                format!(
-                    "unknown backend {:?}; this build supports \"sqlite\"",
-                    self.storage.backend
-                ),
-            ));
+        match self.storage.backend.as_str() {
+            "sqlite" => {}
+            "postgres" => {
+                let url = self.storage.url.trim();
+                if url.is_empty() {
+                    return Err(bad(
+                        "storage.url",
+                        "must be a postgres:// URL when storage.backend = \"postgres\"",
+                    ));
+                }
+                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                    return Err(bad(
+                        "storage.url",
+                        format!(
+                            "{:?} is not a PostgreSQL URL; expected postgres://user@host:5432/database",
+                            crate::store::redact_url(url)
+                        ),
+                    ));
+                }
+            }
+            other => {
+                return Err(bad(
+                    "storage.backend",
+                    format!("unknown backend {other:?}; expected \"sqlite\" or \"postgres\""),
+                ));
+            }
         }
         match self.embedding.provider.as_str() {
             "builtin" => {}
@@ -1011,6 +1031,21 @@ mod tests {
             (
                 "archival.timezone",
                 Box::new(|s| s.archival.timezone = "Mars/Olympus".into()),
+            ),
+            (
+                "storage.backend",
+                Box::new(|s| s.storage.backend = "oracle".into()),
+            ),
+            (
+                "storage.url",
+                Box::new(|s| s.storage.backend = "postgres".into()),
+            ),
+            (
+                "storage.url",
+                Box::new(|s| {
+                    s.storage.backend = "postgres".into();
+                    s.storage.url = "mysql://root@localhost/mnemos".into();
+                }),
             ),
             (
                 "inner_thought.provider",

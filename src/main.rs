@@ -216,7 +216,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate => {
             let services = Services::open(&settings).await?;
             let count = services.runtime.count().await.map_err(user_error)?;
-            let applied = mnemos::store::sqlite::MIGRATOR.iter().count();
+            let applied = match settings.storage.backend.as_str() {
+                "postgres" => mnemos::store::postgres::MIGRATOR.iter().count(),
+                _ => mnemos::store::sqlite::MIGRATOR.iter().count(),
+            };
             print(
                 json,
                 &serde_json::json!({"data_dir": settings.data_dir, "migrations": applied, "memories": count}),
@@ -417,10 +420,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
         Command::Consolidate { agent, all } => {
             let agents = match agent {
                 Some(agent) if !all => vec![AgentId::parse(&agent).map_err(user_error)?],
-                _ => {
-                    use mnemos_actors::store::MemoryStore;
-                    services.store.agents().await.map_err(user_error)?
-                }
+                _ => services.store.agents().await.map_err(user_error)?,
             };
             let mut runs = Vec::new();
             for agent in agents {

@@ -336,7 +336,7 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
         .any(|c| c.state != ChildState::Running)
         || health.index.is_none()
         || health.working_degraded.is_some()
-        || health.projections.iter().any(|p| p.state != "up");
+        || health.projections.iter().any(|p| p.state == "behind");
     let state_of = |kind: ChildKind| {
         health
             .children

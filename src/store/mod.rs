@@ -1,3 +1,106 @@
-//! Backend adapters of the store traits.
+//! Backend adapters of the store traits, and the choice of system of record.
 
+pub mod postgres;
 pub mod sqlite;
+
+#[cfg(test)]
+mod conformance;
+
+use std::sync::Arc;
+
+use mnemos_actors::error::MemoryResult;
+use mnemos_actors::store::namespaces::NamespaceStore;
+use mnemos_actors::store::{GraphStore, MemoryStore};
+
+use crate::config::Settings;
+use postgres::PostgresStore;
+use sqlite::SqliteStore;
+
+/// The system of record the settings chose (`storage.backend`).
+#[derive(Clone, Debug)]
+pub enum SystemOfRecord {
+    /// Embedded SQLite file.
+    Sqlite(Arc<SqliteStore>),
+    /// A PostgreSQL server.
+    Postgres(Arc<PostgresStore>),
+}
+
+impl SystemOfRecord {
+    /// Open (and migrate) the store named by `storage.backend`.
+    pub async fn open(settings: &Settings) -> MemoryResult<Self> {
+        match settings.storage.backend.as_str() {
+            "postgres" => Ok(Self::Postgres(Arc::new(
+                PostgresStore::open(settings.storage.url.trim()).await?,
+            ))),
+            _ => Ok(Self::Sqlite(Arc::new(
+                SqliteStore::open(&settings.sqlite_path()).await?,
+            ))),
+        }
+    }
+
+    /// The store as the runtime's system of record.
+    pub fn memories(&self) -> Arc<dyn MemoryStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// The same store as the association graph (edges live beside the memories).
+    pub fn graph(&self) -> Arc<dyn GraphStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// The same store as the projects and KV namespaces store.
+    pub fn namespaces(&self) -> Arc<dyn NamespaceStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// Close the connection pool.
+    pub async fn close(&self) {
+        match self {
+            Self::Sqlite(store) => store.close().await,
+            Self::Postgres(store) => store.close().await,
+        }
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://mnemos:secret@db:5432/m?sslmode=disable"),
+            "postgres://mnemos:***@db:5432/m?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgres://postgres@127.0.0.1/test"),
+            "postgres://postgres@127.0.0.1/test"
+        );
+        assert_eq!(redact_url("nonsense"), "nonsense");
+    }
+}

@@ -136,11 +136,11 @@ fn fts_quote(term: &str) -> String {
 }
 
 /// Prefix of the shared pool's copies of search terms (not a possible agent prefix: those start with `a`).
-const SHARED_TERM_PREFIX: &str = "sharedpol";
+pub(crate) const SHARED_TERM_PREFIX: &str = "sharedpol";
 
 /// Prefix of an agent's search terms: `a` + 8 hex digits of a stable hash of the id.
 /// A collision only merges two agents' posting lists; searches still filter by agent.
-fn agent_term_prefix(agent: &AgentId) -> String {
+pub(crate) fn agent_term_prefix(agent: &AgentId) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in agent.as_str().bytes() {
         hash ^= u64::from(byte);
@@ -1434,6 +1434,9 @@ fn association_from_row(row: &SqliteRow) -> MemoryResult<Association> {
     })
 }
 
+// The store-level tests run against SQLite and PostgreSQL through one body each:
+// `src/store/conformance.rs`.
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1447,91 +1450,6 @@ mod tests {
                 .unwrap(),
             dir,
         )
-    }
-
-    #[tokio::test]
-    async fn round_trips_a_memory_and_its_embedding() {
-        let (store, _dir) = store().await;
-        let mut memory = memory_fixture(
-            "alice",
-            "The API rate limit is 1000 requests per minute",
-            Utc::now(),
-        );
-        memory.tags = vec!["api".into()];
-        memory.metadata = serde_json::json!({"k": [1, 2]});
-        memory.source = Some(SourceRef {
-            path: "src/a.rs".into(),
-            hash: "abc".into(),
-        });
-        store
-            .insert(&[StoredMemory {
-                memory: memory.clone(),
-                embedding: vec![0.5, -0.25],
-            }])
-            .await
-            .unwrap();
-        let loaded = store.get(&memory.id).await.unwrap().unwrap();
-        assert_eq!(loaded.content, memory.content);
-        assert_eq!(loaded.tags, memory.tags);
-        assert_eq!(loaded.metadata, memory.metadata);
-        assert_eq!(loaded.source, memory.source);
-        assert_eq!(
-            store.embedding(&memory.id).await.unwrap().unwrap(),
-            vec![0.5, -0.25]
-        );
-    }
-
-    #[tokio::test]
-    async fn keyword_search_stays_in_scope_and_ranks_matches() {
-        let (store, _dir) = store().await;
-        let now = Utc::now();
-        let alice = memory_fixture("alice", "deploy the service with cargo build", now);
-        let alice2 = memory_fixture("alice", "lunch was pasta", now);
-        let bob = memory_fixture("bob", "deploy checklist for the service", now);
-        let mut shared = memory_fixture("bob", "shared deploy guide", now);
-        shared.shared = true;
-        let records: Vec<StoredMemory> = [&alice, &alice2, &bob, &shared]
-            .iter()
-            .map(|m| StoredMemory {
-                memory: (*m).clone(),
-                embedding: vec![1.0],
-            })
-            .collect();
-        store.insert(&records).await.unwrap();
-        let search = |include_shared| KeywordQuery {
-            agent_id: AgentId::parse("alice").unwrap(),
-            include_shared,
-            text: "how do I deploy?".into(),
-            limit: 10,
-            occurred: None,
-        };
-        let hits = store.keyword_search(&search(false)).await.unwrap();
-        assert_eq!(
-            hits.iter().map(|h| h.0.clone()).collect::<Vec<_>>(),
-            vec![alice.id.clone()]
-        );
-        let hits = store.keyword_search(&search(true)).await.unwrap();
-        assert_eq!(hits.len(), 2);
-        assert!(hits.iter().all(|h| h.0 != bob.id));
-    }
-
-    #[tokio::test]
-    async fn refuses_vectors_of_another_model() {
-        let (store, _dir) = store().await;
-        store
-            .check_embedding_model("builtin-hash-v1-256", 256)
-            .await
-            .unwrap();
-        store
-            .check_embedding_model("builtin-hash-v1-256", 256)
-            .await
-            .unwrap();
-        let error = store
-            .check_embedding_model("local-bert-384", 384)
-            .await
-            .unwrap_err();
-        assert_eq!(error.field.as_deref(), Some("embedding.provider"));
-        assert!(error.message.contains("384"));
     }
 
     /// Records what a projection was asked to apply.
@@ -1657,49 +1575,5 @@ mod tests {
         assert_eq!(store.trim_outbox(applied).await.unwrap(), entries.len() + 1);
         let after = store.outbox_bounds().await.unwrap();
         assert_eq!((after.oldest, after.head), (None, applied));
-    }
-
-    #[tokio::test]
-    async fn deleting_a_memory_removes_its_edges() {
-        let (store, _dir) = store().await;
-        let now = Utc::now();
-        let a = memory_fixture("alice", "a", now);
-        let b = memory_fixture("alice", "b", now);
-        store
-            .insert(&[
-                StoredMemory {
-                    memory: a.clone(),
-                    embedding: vec![1.0],
-                },
-                StoredMemory {
-                    memory: b.clone(),
-                    embedding: vec![1.0],
-                },
-            ])
-            .await
-            .unwrap();
-        let edge = Association {
-            agent_id: a.agent_id.clone(),
-            from_id: a.id.clone(),
-            to_id: b.id.clone(),
-            relation: "related_to".into(),
-            weight: 0.7,
-            created_at: now,
-        };
-        store.upsert_edge(&edge).await.unwrap();
-        assert_eq!(
-            store
-                .edges_around(&a.agent_id, std::slice::from_ref(&b.id), 1, 10)
-                .await
-                .unwrap()
-                .len(),
-            1
-        );
-        assert!(store.delete(&a.id).await.unwrap());
-        assert!(store
-            .edges_around(&a.agent_id, std::slice::from_ref(&b.id), 1, 10)
-            .await
-            .unwrap()
-            .is_empty());
     }
 }

@@ -223,7 +223,12 @@ fn start_process(data_dir: &std::path::Path, database: &std::path::Path) -> Serv
     let port = free_port();
     std::fs::create_dir_all(data_dir).unwrap();
     let log = std::fs::File::create(data_dir.join("server.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_mnemos"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mnemos"));
+    // On PostgreSQL both processes share one schema (kept beside the shared database path).
+    if let Some(shared) = database.parent() {
+        command.envs(crate::helpers::backend_env(shared));
+    }
+    let child = command
         .arg("serve")
         .env("MNEMOS__DATA_DIR", data_dir)
         .env("MNEMOS__STORAGE__PATH", database)

@@ -36,6 +36,7 @@ async fn start_server(data_dir: &std::path::Path, graph_url: &str) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mnemos"))
             .arg("serve")
             .env("MNEMOS__DATA_DIR", data_dir)
+            .envs(backend_env(data_dir))
             .env("MNEMOS__SERVER__BIND", format!("127.0.0.1:{port}"))
             .env("MNEMOS__COGNITION__ENABLED", "false")
             .env("MNEMOS__GRAPH__BACKEND", "falkordb")

@@ -34,7 +34,162 @@ pub fn test_settings(data_dir: &Path) -> Settings {
     settings.server.fault_injection = true;
     settings.cognition.enabled = false;
     settings.log.level = "warn".into();
+    if let Some(url) = postgres_test_url(data_dir) {
+        // The production-like run: PostgreSQL, plus the FalkorDB graph projection when
+        // `MNEMOS_TEST_FALKORDB_URL` names a server (`.ci/run` starts one), in a graph
+        // of this data directory's own.
+        if let Ok(falkordb) = std::env::var("MNEMOS_TEST_FALKORDB_URL") {
+            settings.graph.backend = "falkordb".into();
+            settings.graph.url = falkordb;
+            settings.graph.name = url
+                .rsplit("search_path%3D")
+                .next()
+                .unwrap_or("mnemos")
+                .to_string();
+        }
+        settings.storage.backend = "postgres".into();
+        settings.storage.url = url;
+    }
     settings
+}
+
+/// True when the suite runs on PostgreSQL (`MNEMOS_TEST_BACKEND=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("MNEMOS_TEST_BACKEND").is_ok_and(|b| b == "postgres")
+}
+
+/// Under `MNEMOS_TEST_BACKEND=postgres`: the URL of this data directory's own schema on
+/// `MNEMOS_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`). The
+/// schema name is kept in `<data_dir>/pg_schema`, so a restart on the same directory
+/// finds the same data and every new directory starts empty.
+pub fn postgres_test_url(data_dir: &Path) -> Option<String> {
+    if !on_postgres() {
+        return None;
+    }
+    let base = postgres_base_url();
+    let marker = data_dir.join("pg_schema");
+    let schema = match std::fs::read_to_string(&marker) {
+        Ok(schema) => schema.trim().to_string(),
+        Err(_) => {
+            static SWEEP: std::sync::Once = std::sync::Once::new();
+            SWEEP.call_once(|| sweep_stale_schemas(&base));
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default();
+            let schema = format!("it_{now}_{}", uuid::Uuid::new_v4().simple());
+            std::fs::create_dir_all(data_dir).expect("data dir");
+            std::fs::write(&marker, &schema).expect("schema marker written");
+            schema
+        }
+    };
+    let separator = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{separator}options=-csearch_path%3D{schema}"))
+}
+
+/// The environment that points a `mnemos` child process at the same store as
+/// `test_settings(data_dir)` (empty on SQLite).
+pub fn backend_env(data_dir: &Path) -> Vec<(String, String)> {
+    match postgres_test_url(data_dir) {
+        Some(url) => vec![
+            ("MNEMOS__STORAGE__BACKEND".into(), "postgres".into()),
+            ("MNEMOS__STORAGE__URL".into(), url),
+        ],
+        None => Vec::new(),
+    }
+}
+
+/// Drop these PostgreSQL schemas (best effort, from a thread and runtime of its own so
+/// it never blocks on the test's runtime).
+fn drop_schemas(base: &str, schemas: Vec<String>) {
+    let base = base.to_string();
+    let _ = std::thread::spawn(move || {
+        use sqlx::Connection;
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        runtime.block_on(async move {
+            let Ok(mut conn) = sqlx::PgConnection::connect(&base).await else {
+                return;
+            };
+            let _ = sqlx::query("SET lock_timeout = '2s'")
+                .execute(&mut conn)
+                .await;
+            let schemas = if schemas.is_empty() {
+                // The sweep: schemas of earlier runs (named it_<unix seconds>_...) older than an hour.
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or_default();
+                let names: Vec<(String,)> = sqlx::query_as(
+                    "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'it\\_%'",
+                )
+                .fetch_all(&mut conn)
+                .await
+                .unwrap_or_default();
+                names
+                    .into_iter()
+                    .map(|(name,)| name)
+                    .filter(|name| {
+                        name.split('_')
+                            .nth(1)
+                            .and_then(|secs| secs.parse::<u64>().ok())
+                            .is_some_and(|secs| secs + 3600 < now)
+                    })
+                    .collect()
+            } else {
+                schemas
+            };
+            for schema in schemas {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+                )))
+                .execute(&mut conn)
+                .await;
+            }
+        });
+    })
+    .join();
+}
+
+/// Drop the schemas earlier runs left behind (a test that keeps its directory past
+/// `stop()` cannot drop its own).
+fn sweep_stale_schemas(base: &str) {
+    drop_schemas(base, Vec::new());
+}
+
+/// Drop the PostgreSQL schema of a data directory that is going away.
+fn drop_postgres_schema(data_dir: &Path) {
+    let Ok(schema) = std::fs::read_to_string(data_dir.join("pg_schema")) else {
+        return;
+    };
+    drop_schema_now(schema.trim());
+}
+
+/// Drop one PostgreSQL test schema (best effort).
+pub fn drop_schema_now(schema: &str) {
+    drop_schemas(&postgres_base_url(), vec![schema.to_string()]);
+}
+
+/// The test server: `MNEMOS_TEST_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`.
+pub fn postgres_base_url() -> String {
+    std::env::var("MNEMOS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Only when this app owns the directory: a test that keeps it (stop() returned
+        // it, or passed its own) may start another server on the same data.
+        if let Some(temp) = &self._temp {
+            if on_postgres() {
+                drop_postgres_schema(temp.path());
+            }
+        }
+    }
 }
 
 /// Start a server on a fresh data directory.

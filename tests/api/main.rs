@@ -11,6 +11,7 @@ mod lifecycle;
 mod mcp;
 mod namespaces;
 mod neo4j;
+mod postgres;
 mod proxy;
 mod qdrant;
 mod redis_working;

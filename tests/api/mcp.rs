@@ -83,15 +83,15 @@ async fn the_python_sdk_uses_every_tool_over_stdio() {
     }
     let temp = tempfile::tempdir().expect("temp dir");
     let data_dir = temp.path().to_string_lossy().to_string();
-    let output = run_client(
-        &["stdio", env!("CARGO_BIN_EXE_mnemos"), "mcp"],
-        &[
-            ("MNEMOS__DATA_DIR", &data_dir),
-            ("MNEMOS__COGNITION__ENABLED", "false"),
-            ("MNEMOS__LOG__LEVEL", "warn"),
-        ],
-    )
-    .await;
+    // On PostgreSQL the child uses the same schema that `stored_memories` opens.
+    let backend = crate::helpers::backend_env(temp.path());
+    let mut env = vec![
+        ("MNEMOS__DATA_DIR", data_dir.as_str()),
+        ("MNEMOS__COGNITION__ENABLED", "false"),
+        ("MNEMOS__LOG__LEVEL", "warn"),
+    ];
+    env.extend(backend.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let output = run_client(&["stdio", env!("CARGO_BIN_EXE_mnemos"), "mcp"], &env).await;
     let summary = assert_passed(&output);
     assert_eq!(summary["transport"], "stdio");
     // The server exited when stdin closed, flushed its stores and released the lock:
@@ -161,6 +161,7 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mnemos"))
         .arg("mcp")
         .env("MNEMOS__DATA_DIR", temp.path())
+        .envs(crate::helpers::backend_env(temp.path()))
         .env("MNEMOS__COGNITION__ENABLED", "false")
         .env("MNEMOS__LOG__LEVEL", "debug")
         .stdin(std::process::Stdio::piped())

@@ -1025,7 +1025,11 @@ async fn kv_puts_keep_working_while_the_namespaces_actor_restarts() {
     assert_eq!(
         assert_status(app.get("/health").await, StatusCode::OK).await["backends"]["namespaces"]
             ["backend"],
-        "sqlite"
+        if crate::helpers::on_postgres() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
     );
 }
 

@@ -253,7 +253,12 @@ async fn health_metrics_and_openapi_describe_the_server() {
     app.remember("m", "something", json!({})).await;
     let health = assert_status(app.get("/health").await, StatusCode::OK).await;
     assert_eq!(health["status"], "ok");
-    assert_eq!(health["backends"]["store"]["backend"], "sqlite");
+    let backend = if crate::helpers::on_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(health["backends"]["store"]["backend"], backend);
     assert_eq!(health["backends"]["vectors"]["indexed"], 1);
     let actors: Vec<&str> = health["actors"]
         .as_array()

@@ -1,0 +1,1558 @@
+//! One set of store-level tests, run against every system of record (SQLite and
+//! PostgreSQL) through the same generic bodies, plus a keyword-ranking parity check
+//! between the two.
+//!
+//! PostgreSQL tests connect to `MNEMOS_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`), each in a fresh schema that is dropped
+//! afterwards. When the server is unreachable they print a `SKIPPED` line, except under
+//! `CI`, where they fail.
+
+use std::future::Future;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use mnemos_actors::error::ErrorCode;
+use mnemos_actors::model::{
+    version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
+    MessageRole, SessionId, SourceRef,
+};
+use mnemos_actors::namespaces::NamespaceName;
+use mnemos_actors::policy::consistency::normalized_hash;
+use mnemos_actors::policy::lru::simple_put;
+use mnemos_actors::policy::time::TimeRange;
+use mnemos_actors::store::namespaces::NamespaceStore;
+use mnemos_actors::store::ProjectedChange;
+use mnemos_actors::store::{
+    ConsolidationCommit, GraphStore, KeywordQuery, ListQuery, MemoryStore, SessionArchive,
+    SessionCompaction, StoredMemory,
+};
+use mnemos_actors::testing::memory_fixture;
+use sqlx::Connection;
+
+use super::postgres::PostgresStore;
+use super::sqlite::SqliteStore;
+
+/// A test store: every trait a system of record implements.
+pub(crate) trait TestStore: MemoryStore + GraphStore + NamespaceStore {}
+impl<T: MemoryStore + GraphStore + NamespaceStore> TestStore for T {}
+
+/// The base URL of the test server.
+fn postgres_url() -> String {
+    std::env::var("MNEMOS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// `url` with its connections' search path set to `schema`.
+pub(crate) fn with_schema(url: &str, schema: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options=-csearch_path%3D{schema}")
+}
+
+async fn sqlite_store() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("mnemos.db"))
+        .await
+        .unwrap();
+    (store, dir)
+}
+
+/// Run `body` against a PostgreSQL store in a fresh schema, dropped afterwards (also
+/// when the body panics). Skips (prints `SKIPPED`) when the server is unreachable,
+/// unless `CI` is set.
+async fn with_postgres<F, Fut>(test: &str, body: F)
+where
+    F: FnOnce(PostgresStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let url = postgres_url();
+    let mut admin = match sqlx::PgConnection::connect(&url).await {
+        Ok(conn) => conn,
+        Err(error) => {
+            if std::env::var_os("CI").is_some() {
+                panic!("{test}: PostgreSQL at {url} is unreachable under CI: {error}");
+            }
+            // Straight to stderr (the harness captures `eprintln!`), so the line always shows.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {test}: PostgreSQL at {url} is unreachable ({error}); set MNEMOS_TEST_POSTGRES_URL"
+            );
+            return;
+        }
+    };
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let store = PostgresStore::open(&with_schema(&url, &schema))
+        .await
+        .expect("store opens in a fresh schema");
+    // On a task of its own, so a failing body still lets the schema be dropped.
+    let outcome = tokio::spawn(body(store.clone())).await;
+    store.close().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE"
+    )))
+    .execute(&mut admin)
+    .await
+    .expect("test schema dropped");
+    if let Err(error) = outcome {
+        match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(error) => panic!("{test}: {error}"),
+        }
+    }
+}
+
+/// Generate `sqlite::<name>` and `postgres::<name>` tests for each generic body.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let (store, _dir) = super::sqlite_store().await;
+                    super::$name(&store).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::with_postgres(concat!("store::conformance::postgres::", stringify!($name)), |store| async move {
+                        super::$name(&store).await;
+                    })
+                    .await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    round_trips_a_memory_and_its_embedding,
+    keyword_search_stays_in_scope_and_ranks_matches,
+    refuses_vectors_of_another_model,
+    deleting_a_memory_removes_its_edges,
+    inserts_are_idempotent_by_id,
+    update_is_compare_and_swap_with_history,
+    list_filters_and_pages,
+    embeddings_page_in_id_order_of_active_memories,
+    leases_let_one_holder_claim_each_slot,
+    consolidation_commits_whole_or_not_at_all,
+    session_archive_is_idempotent_and_idle_sessions_follow_it,
+    purge_removes_only_memories_forgotten_long_enough,
+    touch_find_by_hash_neighbours_and_runs,
+    keyword_search_filters_status_time_and_follows_updates,
+    session_log_appends_and_compacts_once,
+    kv_namespaces_evict_in_use_order,
+    outbox_records_every_change_in_order,
+);
+
+/// A fixed instant with whole microseconds (both stores keep microseconds).
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap()
+}
+
+fn agent(name: &str) -> AgentId {
+    AgentId::parse(name).unwrap()
+}
+
+fn stored(memory: &Memory) -> StoredMemory {
+    StoredMemory {
+        memory: memory.clone(),
+        embedding: vec![1.0, 0.0],
+    }
+}
+
+/// A fixture with an id that sorts after every earlier one (ids are compared as text).
+fn fixture(agent: &str, content: &str, at: DateTime<Utc>) -> Memory {
+    memory_fixture(agent, content, at)
+}
+
+fn search(agent_name: &str, text: &str, include_shared: bool) -> KeywordQuery {
+    KeywordQuery {
+        agent_id: agent(agent_name),
+        include_shared,
+        text: text.into(),
+        occurred: None,
+        limit: 10,
+    }
+}
+
+fn ids(hits: &[(MemoryId, f64)]) -> Vec<MemoryId> {
+    hits.iter().map(|h| h.0.clone()).collect()
+}
+
+async fn round_trips_a_memory_and_its_embedding<S: TestStore>(store: &S) {
+    let mut memory = fixture(
+        "alice",
+        "The API rate limit is 1000 requests per minute",
+        t0(),
+    );
+    memory.tags = vec!["api".into(), "limits".into()];
+    memory.metadata = serde_json::json!({"k": [1, 2], "nested": {"x": 0.25}});
+    memory.source = Some(SourceRef {
+        path: "src/a.rs".into(),
+        hash: "abc".into(),
+    });
+    memory.title = Some("Rate limit".into());
+    memory.session_id = Some(SessionId::parse("s1").unwrap());
+    memory.valence = Some(-0.5);
+    memory.arousal = Some(0.75);
+    memory.importance = 0.8;
+    memory.memory_type = MemoryType::Semantic;
+    memory.shared = true;
+    store
+        .insert(&[StoredMemory {
+            memory: memory.clone(),
+            embedding: vec![0.5, -0.25],
+        }])
+        .await
+        .unwrap();
+    let loaded = store.get(&memory.id).await.unwrap().unwrap();
+    assert_eq!(loaded, memory);
+    assert_eq!(
+        store.embedding(&memory.id).await.unwrap().unwrap(),
+        vec![0.5, -0.25]
+    );
+    assert_eq!(store.count().await.unwrap(), 1);
+    assert_eq!(store.agents().await.unwrap(), vec![agent("alice")]);
+    assert!(store.get(&MemoryId::generate()).await.unwrap().is_none());
+    let many = store
+        .get_many(&[memory.id.clone(), MemoryId::generate()])
+        .await
+        .unwrap();
+    assert_eq!(many, vec![memory.clone()]);
+    let of = store
+        .embeddings_of(std::slice::from_ref(&memory.id))
+        .await
+        .unwrap();
+    assert_eq!(of, vec![(memory.id.clone(), vec![0.5, -0.25])]);
+}
+
+async fn keyword_search_stays_in_scope_and_ranks_matches<S: TestStore>(store: &S) {
+    let now = t0();
+    let alice = fixture("alice", "deploy the service with cargo build", now);
+    let alice2 = fixture("alice", "lunch was pasta", now);
+    let bob = fixture("bob", "deploy checklist for the service", now);
+    let mut shared = fixture("bob", "shared deploy guide", now);
+    shared.shared = true;
+    let records: Vec<StoredMemory> = [&alice, &alice2, &bob, &shared]
+        .iter()
+        .map(|m| stored(m))
+        .collect();
+    store.insert(&records).await.unwrap();
+    let hits = store
+        .keyword_search(&search("alice", "how do I deploy?", false))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), vec![alice.id.clone()]);
+    let hits = store
+        .keyword_search(&search("alice", "how do I deploy?", true))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits.iter().all(|h| h.0 != bob.id));
+    // More matching terms rank higher.
+    let hits = store
+        .keyword_search(&search("alice", "deploy service cargo", false))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), vec![alice.id.clone()]);
+    assert!(hits[0].1 > 0.0);
+    assert!(store
+        .keyword_search(&search("alice", "the of and", false))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn refuses_vectors_of_another_model<S: TestStore>(store: &S) {
+    store
+        .check_embedding_model("builtin-hash-v1-256", 256)
+        .await
+        .unwrap();
+    store
+        .check_embedding_model("builtin-hash-v1-256", 256)
+        .await
+        .unwrap();
+    let error = store
+        .check_embedding_model("local-bert-384", 384)
+        .await
+        .unwrap_err();
+    assert_eq!(error.field.as_deref(), Some("embedding.provider"));
+    assert!(error.message.contains("384"));
+}
+
+async fn deleting_a_memory_removes_its_edges<S: TestStore>(store: &S) {
+    let now = t0();
+    let a = fixture("alice", "a", now);
+    let b = fixture("alice", "b", now);
+    store.insert(&[stored(&a), stored(&b)]).await.unwrap();
+    let edge = Association {
+        agent_id: a.agent_id.clone(),
+        from_id: a.id.clone(),
+        to_id: b.id.clone(),
+        relation: "related_to".into(),
+        weight: 0.7,
+        created_at: now,
+    };
+    assert_eq!(store.upsert_edge(&edge).await.unwrap(), edge);
+    let heavier = Association {
+        weight: 0.9,
+        ..edge.clone()
+    };
+    assert_eq!(store.upsert_edge(&heavier).await.unwrap().weight, 0.9);
+    let around = store
+        .edges_around(&a.agent_id, std::slice::from_ref(&b.id), 1, 10)
+        .await
+        .unwrap();
+    assert_eq!(around, vec![heavier]);
+    let dangling = Association {
+        to_id: MemoryId::generate(),
+        ..edge.clone()
+    };
+    assert_eq!(
+        store.upsert_edge(&dangling).await.unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    assert!(store.delete(&a.id).await.unwrap());
+    assert!(!store.delete(&a.id).await.unwrap());
+    assert!(store
+        .edges_around(&a.agent_id, std::slice::from_ref(&b.id), 1, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store.history(&a.id).await.unwrap().is_empty());
+    assert!(store.embedding(&a.id).await.unwrap().is_none());
+    // Edges two hops away are found at depth 2; remove_memory drops a memory's edges.
+    let c = fixture("alice", "c", now);
+    store.insert(&[stored(&c)]).await.unwrap();
+    let bc = Association {
+        from_id: b.id.clone(),
+        to_id: c.id.clone(),
+        ..edge.clone()
+    };
+    store.upsert_edge(&bc).await.unwrap();
+    assert_eq!(
+        store
+            .edges_around(&b.agent_id, std::slice::from_ref(&c.id), 2, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    store.remove_memory(&c.id).await.unwrap();
+    assert!(store
+        .edges_around(&b.agent_id, std::slice::from_ref(&b.id), 2, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn inserts_are_idempotent_by_id<S: TestStore>(store: &S) {
+    let memory = fixture("alice", "retry safe deploy note", t0());
+    store.insert(&[stored(&memory)]).await.unwrap();
+    let mut changed = memory.clone();
+    changed.content = "something else entirely".into();
+    let other = fixture("alice", "another deploy note", t0());
+    store
+        .insert(&[stored(&changed), stored(&other)])
+        .await
+        .unwrap();
+    assert_eq!(store.count().await.unwrap(), 2);
+    assert_eq!(
+        store.get(&memory.id).await.unwrap().unwrap().content,
+        memory.content
+    );
+    let hits = store
+        .keyword_search(&search("alice", "deploy", false))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(store
+        .keyword_search(&search("alice", "entirely", false))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn update_is_compare_and_swap_with_history<S: TestStore>(store: &S) {
+    let memory = fixture("alice", "I live in Paris", t0());
+    store.insert(&[stored(&memory)]).await.unwrap();
+    let later = t0() + Duration::hours(1);
+    let mut next = memory.clone();
+    next.content = "I live in Tokyo".into();
+    next.version = 2;
+    next.updated_at = later;
+    let previous = version_of(&memory, "patch", later);
+    store
+        .update(&next, &previous, Some(&[0.0, 1.0]))
+        .await
+        .unwrap();
+    assert_eq!(store.get(&memory.id).await.unwrap().unwrap(), next);
+    assert_eq!(
+        store.embedding(&memory.id).await.unwrap().unwrap(),
+        vec![0.0, 1.0]
+    );
+    assert_eq!(
+        store.history(&memory.id).await.unwrap(),
+        vec![previous.clone()]
+    );
+    // A writer that read version 1 loses.
+    let mut stale = memory.clone();
+    stale.content = "I live in Rome".into();
+    stale.version = 2;
+    let error = store.update(&stale, &previous, None).await.unwrap_err();
+    assert_eq!(error.code, ErrorCode::Conflict);
+    assert_eq!(
+        store.get(&memory.id).await.unwrap().unwrap().content,
+        "I live in Tokyo"
+    );
+    // A missing memory is not_found.
+    let mut ghost = fixture("alice", "ghost", t0());
+    ghost.version = 2;
+    let error = store
+        .update(&ghost, &version_of(&ghost, "patch", later), None)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::NotFound);
+    // The keyword index follows the content.
+    assert!(store
+        .keyword_search(&search("alice", "paris", false))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        ids(&store
+            .keyword_search(&search("alice", "tokyo", false))
+            .await
+            .unwrap()),
+        vec![memory.id.clone()]
+    );
+    // Archiving removes it from keyword search but keeps it and its history.
+    let mut archived = next.clone();
+    archived.status = MemoryStatus::Archived;
+    archived.version = 3;
+    let second = version_of(&next, "forget", later);
+    store.update(&archived, &second, None).await.unwrap();
+    assert!(store
+        .keyword_search(&search("alice", "tokyo", false))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.history(&memory.id).await.unwrap(),
+        vec![previous, second]
+    );
+}
+
+async fn list_filters_and_pages<S: TestStore>(store: &S) {
+    let mut memories = Vec::new();
+    for i in 0..6 {
+        let mut m = fixture("alice", &format!("note {i}"), t0() + Duration::days(i));
+        if i % 2 == 0 {
+            m.tags = vec!["even".into()];
+            m.memory_type = MemoryType::Semantic;
+        }
+        if i == 5 {
+            m.status = MemoryStatus::Archived;
+        }
+        memories.push(m);
+    }
+    memories.push(fixture("bob", "bob's note", t0()));
+    let records: Vec<StoredMemory> = memories.iter().map(stored).collect();
+    store.insert(&records).await.unwrap();
+    let mut alice_ids: Vec<MemoryId> = memories[..6].iter().map(|m| m.id.clone()).collect();
+    alice_ids.sort_by(|a, b| b.0.cmp(&a.0));
+    let query = |f: &dyn Fn(&mut ListQuery)| {
+        let mut q = ListQuery {
+            agent_id: Some(agent("alice")),
+            limit: 50,
+            ..ListQuery::default()
+        };
+        f(&mut q);
+        q
+    };
+    let listed = |ms: Vec<Memory>| ms.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(
+        listed(store.list(&query(&|_| {})).await.unwrap()),
+        alice_ids
+    );
+    let page = listed(store.list(&query(&|q| q.limit = 2)).await.unwrap());
+    assert_eq!(page, alice_ids[..2].to_vec());
+    let cursor = page[1].clone();
+    let next = listed(
+        store
+            .list(&query(&|q| {
+                q.limit = 2;
+                q.cursor = Some(cursor.clone());
+            }))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(next, alice_ids[2..4].to_vec());
+    assert_eq!(
+        store
+            .list(&query(&|q| q.tag = Some("even".into())))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        store
+            .list(&query(&|q| q.memory_type = Some(MemoryType::Episodic)))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        listed(
+            store
+                .list(&query(&|q| q.status = Some(MemoryStatus::Archived)))
+                .await
+                .unwrap()
+        ),
+        vec![memories[5].id.clone()]
+    );
+    let in_range = store
+        .list(&query(&|q| {
+            q.occurred = Some(TimeRange {
+                start: t0() + Duration::days(1),
+                end: t0() + Duration::days(3),
+            })
+        }))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(in_range),
+        vec![memories[2].id.clone(), memories[1].id.clone()]
+    );
+}
+
+async fn embeddings_page_in_id_order_of_active_memories<S: TestStore>(store: &S) {
+    let mut memories: Vec<Memory> = (0..7)
+        .map(|i| {
+            fixture(
+                if i % 2 == 0 { "alice" } else { "bob" },
+                &format!("m{i}"),
+                t0(),
+            )
+        })
+        .collect();
+    memories[3].status = MemoryStatus::Archived;
+    memories[4].shared = true;
+    memories[4].memory_type = MemoryType::Procedural;
+    store
+        .insert(&memories.iter().map(stored).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut expected: Vec<&Memory> = memories
+        .iter()
+        .filter(|m| m.status == MemoryStatus::Active)
+        .collect();
+    expected.sort_by(|a, b| a.id.0.cmp(&b.id.0));
+    let mut seen = Vec::new();
+    let mut after: Option<MemoryId> = None;
+    loop {
+        let page = store.embeddings_page(after.as_ref(), 4).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|r| r.id.clone());
+        seen.extend(page);
+    }
+    assert_eq!(
+        seen.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        expected.iter().map(|m| m.id.clone()).collect::<Vec<_>>()
+    );
+    let shared = seen.iter().find(|r| r.id == memories[4].id).unwrap();
+    assert!(shared.shared);
+    assert_eq!(shared.memory_type, MemoryType::Procedural);
+    assert_eq!(shared.agent_id, agent("alice"));
+    assert_eq!(shared.vector, vec![1.0, 0.0]);
+}
+
+async fn leases_let_one_holder_claim_each_slot<S: TestStore>(store: &S) {
+    let slot = t0();
+    let now = t0();
+    let until = now + Duration::minutes(10);
+    assert!(store
+        .try_acquire_lease("sleep", "p1", slot, until, now)
+        .await
+        .unwrap());
+    // The same slot is claimed once, by anyone.
+    assert!(!store
+        .try_acquire_lease("sleep", "p1", slot, until, now)
+        .await
+        .unwrap());
+    assert!(!store
+        .try_acquire_lease("sleep", "p2", slot, until, now)
+        .await
+        .unwrap());
+    // A later slot while p1's claim is live: only p1.
+    let slot2 = slot + Duration::hours(1);
+    assert!(!store
+        .try_acquire_lease("sleep", "p2", slot2, until, now)
+        .await
+        .unwrap());
+    assert!(store.renew_lease("sleep", "p1", until).await.unwrap());
+    assert!(!store.renew_lease("sleep", "p2", until).await.unwrap());
+    store.release_lease("sleep", "p1", now).await.unwrap();
+    assert!(store
+        .try_acquire_lease("sleep", "p2", slot2, until, now)
+        .await
+        .unwrap());
+    // After expiry another holder may take the next slot.
+    let slot3 = slot2 + Duration::hours(1);
+    assert!(!store
+        .try_acquire_lease("sleep", "p1", slot3, until, now)
+        .await
+        .unwrap());
+    assert!(store
+        .try_acquire_lease("sleep", "p1", slot3, until + Duration::hours(1), until)
+        .await
+        .unwrap());
+    // Jobs are independent.
+    assert!(store
+        .try_acquire_lease("archive", "p2", slot, until, now)
+        .await
+        .unwrap());
+}
+
+async fn consolidation_commits_whole_or_not_at_all<S: TestStore>(store: &S) {
+    let now = t0();
+    let a = fixture("alice", "met Sam at the cafe", now);
+    let b = fixture("alice", "met Sam at the park", now);
+    store.insert(&[stored(&a), stored(&b)]).await.unwrap();
+    let derived_of = |content: &str| {
+        let mut derived = fixture("alice", content, now);
+        derived.memory_type = MemoryType::Semantic;
+        derived
+    };
+    let edges = |derived: &Memory| -> Vec<Association> {
+        [&a, &b]
+            .iter()
+            .map(|source| Association {
+                agent_id: agent("alice"),
+                from_id: derived.id.clone(),
+                to_id: source.id.clone(),
+                relation: "derived_from".into(),
+                weight: 1.0,
+                created_at: now,
+            })
+            .collect()
+    };
+    let raised = |m: &Memory| {
+        let mut next = m.clone();
+        next.consolidation_level = 1.0;
+        next.version = m.version + 1;
+        (next, version_of(m, "consolidated", now))
+    };
+    // b changed since it was read: nothing of the cluster is written.
+    let mut b_now = b.clone();
+    b_now.content = "met Sam at the park on Sunday".into();
+    b_now.version = 2;
+    store
+        .update(&b_now, &version_of(&b, "patch", now), None)
+        .await
+        .unwrap();
+    let failed = derived_of("Sam is a friend");
+    let error = store
+        .commit_consolidation(&ConsolidationCommit {
+            derived: stored(&failed),
+            edges: edges(&failed),
+            sources: vec![raised(&a), raised(&b)],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Conflict);
+    assert!(store.get(&failed.id).await.unwrap().is_none());
+    assert_eq!(store.get(&a.id).await.unwrap().unwrap(), a);
+    assert!(store.history(&a.id).await.unwrap().is_empty());
+    // With fresh reads it commits whole.
+    let derived = derived_of("Sam is a friend");
+    store
+        .commit_consolidation(&ConsolidationCommit {
+            derived: stored(&derived),
+            edges: edges(&derived),
+            sources: vec![raised(&a), raised(&b_now)],
+        })
+        .await
+        .unwrap();
+    assert!(store.get(&derived.id).await.unwrap().is_some());
+    assert_eq!(
+        store.get(&a.id).await.unwrap().unwrap().consolidation_level,
+        1.0
+    );
+    assert_eq!(
+        store
+            .edges_around(&agent("alice"), std::slice::from_ref(&derived.id), 1, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+async fn session_archive_is_idempotent_and_idle_sessions_follow_it<S: TestStore>(store: &S) {
+    let session = SessionId::parse("chat-1").unwrap();
+    let mut first = fixture("alice", "asked about trains", t0());
+    first.session_id = Some(session.clone());
+    let mut second = fixture("alice", "booked a ticket", t0() + Duration::minutes(5));
+    second.session_id = Some(session.clone());
+    store
+        .insert(&[stored(&first), stored(&second)])
+        .await
+        .unwrap();
+    let idle = store
+        .idle_sessions(t0() + Duration::hours(2), 10)
+        .await
+        .unwrap();
+    assert_eq!(idle.len(), 1);
+    assert_eq!(idle[0].session_id, session);
+    assert_eq!(idle[0].first_at, t0());
+    assert_eq!(idle[0].last_at, t0() + Duration::minutes(5));
+    assert_eq!(idle[0].last_activity, t0() + Duration::minutes(5));
+    assert!(store.idle_sessions(t0(), 10).await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .session_memories(&agent("alice"), &session)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.id.clone())
+            .collect::<Vec<_>>(),
+        vec![first.id.clone(), second.id.clone()]
+    );
+    let summary = |text: &str| {
+        let mut summary = fixture("alice", text, t0() + Duration::hours(3));
+        summary.session_id = Some(session.clone());
+        summary.tags = vec!["archive_summary".into()];
+        summary
+    };
+    let archive = |memory: &Memory| SessionArchive {
+        summary: stored(memory),
+        agent_id: agent("alice"),
+        session_id: session.clone(),
+        archived_through: idle[0].last_activity,
+    };
+    let one = summary("trains and a ticket");
+    assert!(store.commit_session_archive(&archive(&one)).await.unwrap());
+    let two = summary("again");
+    assert!(!store.commit_session_archive(&archive(&two)).await.unwrap());
+    assert!(store.get(&two.id).await.unwrap().is_none());
+    // The summary is not activity: the session stays archived.
+    assert!(store
+        .idle_sessions(t0() + Duration::days(1), 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn purge_removes_only_memories_forgotten_long_enough<S: TestStore>(store: &S) {
+    let old = fixture("alice", "forgotten long ago", t0());
+    let kept = fixture("alice", "archived for another reason", t0());
+    let recent = fixture("alice", "forgotten yesterday", t0());
+    store
+        .insert(&[stored(&old), stored(&kept), stored(&recent)])
+        .await
+        .unwrap();
+    let archive = |m: &Memory, reason: &str, at: DateTime<Utc>| {
+        let mut next = m.clone();
+        next.status = MemoryStatus::Archived;
+        next.version = 2;
+        next.updated_at = at;
+        (next, version_of(m, reason, at))
+    };
+    for (next, previous) in [
+        archive(&old, "forget_decay", t0()),
+        archive(&kept, "consolidated", t0()),
+        archive(&recent, "forget", t0() + Duration::days(30)),
+    ] {
+        store.update(&next, &previous, None).await.unwrap();
+    }
+    let purged = store
+        .purge_forgotten(&agent("alice"), t0() + Duration::days(10))
+        .await
+        .unwrap();
+    assert_eq!(purged, vec![old.id.clone()]);
+    assert!(store.get(&old.id).await.unwrap().is_none());
+    assert!(store.history(&old.id).await.unwrap().is_empty());
+    assert_eq!(store.count().await.unwrap(), 2);
+    assert!(store
+        .purge_forgotten(&agent("bob"), t0() + Duration::days(100))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn touch_find_by_hash_neighbours_and_runs<S: TestStore>(store: &S) {
+    let session = SessionId::parse("s").unwrap();
+    let turns: Vec<Memory> = (0..5)
+        .map(|i| {
+            let mut m = fixture(
+                "alice",
+                &format!("Turn number {i}!"),
+                t0() + Duration::seconds(i),
+            );
+            m.session_id = Some(session.clone());
+            m
+        })
+        .collect();
+    store
+        .insert(&turns.iter().map(stored).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut sorted: Vec<MemoryId> = turns.iter().map(|m| m.id.clone()).collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let middle = turns.iter().find(|m| m.id == sorted[2]).unwrap();
+    assert_eq!(
+        store.session_neighbours(middle, 1).await.unwrap(),
+        vec![sorted[1].clone(), sorted[3].clone()]
+    );
+    assert_eq!(
+        store.session_neighbours(middle, 5).await.unwrap(),
+        vec![
+            sorted[1].clone(),
+            sorted[0].clone(),
+            sorted[3].clone(),
+            sorted[4].clone()
+        ]
+    );
+    // Touch counts each id once and never moves last access backwards.
+    let later = t0() + Duration::hours(1);
+    store
+        .touch(
+            &[
+                turns[0].id.clone(),
+                turns[0].id.clone(),
+                turns[1].id.clone(),
+            ],
+            later,
+        )
+        .await
+        .unwrap();
+    store.touch(&[turns[0].id.clone()], t0()).await.unwrap();
+    let touched = store.get(&turns[0].id).await.unwrap().unwrap();
+    assert_eq!(touched.access_count, 2);
+    assert_eq!(touched.last_accessed_at, later);
+    // Exact duplicates are found by normalised hash, among active memories of the agent.
+    let hash = normalized_hash("turn NUMBER 3");
+    let found = store
+        .find_by_content_hash(&agent("alice"), &[hash.clone(), "nothing".into()])
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0, hash);
+    assert_eq!(found[0].1.id, turns[3].id);
+    assert!(store
+        .find_by_content_hash(&agent("bob"), &[hash])
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.agent_memories(&agent("alice")).await.unwrap().len(),
+        5
+    );
+    // The run log, newest first.
+    for (i, who) in ["alice", "bob", "alice"].iter().enumerate() {
+        store
+            .record_run(&ConsolidationRun {
+                id: format!("run-{i}"),
+                agent_id: Some(agent(who)),
+                trigger: "manual".into(),
+                started_at: t0() + Duration::minutes(i as i64),
+                finished_at: t0() + Duration::minutes(i as i64 + 1),
+                processed: 3,
+                consolidated: 1,
+                forgotten: 0,
+                new_semantic: 1,
+                new_procedural: 0,
+                report: serde_json::json!({"clusters": [i]}),
+            })
+            .await
+            .unwrap();
+    }
+    let runs = store.runs(Some(&agent("alice")), 10).await.unwrap();
+    assert_eq!(
+        runs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["run-2", "run-0"]
+    );
+    assert_eq!(runs[0].report, serde_json::json!({"clusters": [2]}));
+    assert_eq!(store.runs(None, 2).await.unwrap().len(), 2);
+}
+
+async fn keyword_search_filters_status_time_and_follows_updates<S: TestStore>(store: &S) {
+    let early = fixture("alice", "hiking trip to the alps", t0());
+    let late = fixture("alice", "hiking boots bought", t0() + Duration::days(10));
+    let mut archived = fixture("alice", "hiking is fun", t0());
+    archived.status = MemoryStatus::Archived;
+    store
+        .insert(&[stored(&early), stored(&late), stored(&archived)])
+        .await
+        .unwrap();
+    let all = store
+        .keyword_search(&search("alice", "hiking", false))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    let mut ranged = search("alice", "hiking", false);
+    ranged.occurred = Some(TimeRange {
+        start: t0() + Duration::days(5),
+        end: t0() + Duration::days(20),
+    });
+    assert_eq!(
+        ids(&store.keyword_search(&ranged).await.unwrap()),
+        vec![late.id.clone()]
+    );
+    // "Before X" starts at chrono's earliest instant (`policy::time`).
+    let mut before = search("alice", "hiking", false);
+    before.occurred = Some(TimeRange {
+        start: DateTime::<Utc>::MIN_UTC,
+        end: t0() + Duration::days(5),
+    });
+    assert_eq!(
+        ids(&store.keyword_search(&before).await.unwrap()),
+        vec![early.id.clone()]
+    );
+    let listed = store
+        .list(&ListQuery {
+            agent_id: Some(agent("alice")),
+            limit: 10,
+            occurred: Some(TimeRange {
+                start: t0() + Duration::days(5),
+                end: Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap(),
+            }),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.into_iter().map(|m| m.id).collect::<Vec<_>>(),
+        vec![late.id.clone()]
+    );
+    let mut limited = search("alice", "hiking", false);
+    limited.limit = 1;
+    assert_eq!(store.keyword_search(&limited).await.unwrap().len(), 1);
+    assert!(store.delete(&late.id).await.unwrap());
+    assert_eq!(
+        ids(&store
+            .keyword_search(&search("alice", "hiking", false))
+            .await
+            .unwrap()),
+        vec![early.id.clone()]
+    );
+}
+
+async fn session_log_appends_and_compacts_once<S: TestStore>(store: &S) {
+    let alice = agent("alice");
+    let chat = SessionId::parse("chat").unwrap();
+    assert!(store.session_record(&alice, &chat).await.unwrap().is_none());
+    let roles = [MessageRole::User, MessageRole::Assistant];
+    for i in 0..4u32 {
+        let message = store
+            .append_session_message(
+                &alice,
+                &chat,
+                roles[i as usize % 2],
+                &format!("message {i}"),
+                10 + i,
+                t0() + Duration::seconds(i64::from(i)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(message.seq, u64::from(i) + 1);
+    }
+    // A message said earlier than the newest does not move last_message_at back.
+    store
+        .append_session_message(&alice, &chat, MessageRole::User, "late", 5, t0())
+        .await
+        .unwrap();
+    let record = store.session_record(&alice, &chat).await.unwrap().unwrap();
+    assert_eq!(record.last_seq, 5);
+    assert_eq!(record.compacted_through, 0);
+    assert_eq!(record.pending_tokens, 10 + 11 + 12 + 13 + 5);
+    assert_eq!(record.created_at, t0());
+    assert_eq!(record.last_message_at, t0() + Duration::seconds(3));
+    assert_eq!(record.summary, None);
+    let after = store
+        .session_messages_after(&alice, &chat, 3)
+        .await
+        .unwrap();
+    assert_eq!(after.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![4, 5]);
+    assert_eq!(after[0].role, MessageRole::Assistant);
+    assert_eq!(after[0].content, "message 3");
+    assert_eq!(after[0].tokens, 13);
+    assert_eq!(after[0].at, t0() + Duration::seconds(3));
+    // Another agent's session of the same name is another session.
+    assert!(store
+        .session_record(&agent("bob"), &chat)
+        .await
+        .unwrap()
+        .is_none());
+    let compaction = |archive: &Memory, through: u64| SessionCompaction {
+        archive: stored(archive),
+        agent_id: alice.clone(),
+        session_id: chat.clone(),
+        through,
+        summary: format!("summary through {through}"),
+        at: t0() + Duration::seconds(2),
+    };
+    let mut archive = fixture("alice", "message 0 message 1 message 2", t0());
+    archive.tags = vec!["archive_summary".into()];
+    assert!(store
+        .commit_session_compaction(&compaction(&archive, 3))
+        .await
+        .unwrap());
+    let again = fixture("alice", "the same messages again", t0());
+    assert!(!store
+        .commit_session_compaction(&compaction(&again, 3))
+        .await
+        .unwrap());
+    assert!(store.get(&again.id).await.unwrap().is_none());
+    // Not past the end of the log.
+    let beyond = fixture("alice", "messages never posted", t0());
+    assert!(!store
+        .commit_session_compaction(&compaction(&beyond, 9))
+        .await
+        .unwrap());
+    let record = store.session_record(&alice, &chat).await.unwrap().unwrap();
+    assert_eq!(record.compacted_through, 3);
+    assert_eq!(record.compactions, 1);
+    assert_eq!(record.pending_tokens, 13 + 5);
+    assert_eq!(record.summary.as_deref(), Some("summary through 3"));
+    assert_eq!(record.summarized_at, Some(t0() + Duration::seconds(2)));
+    assert!(store.get(&archive.id).await.unwrap().is_some());
+    // The log keeps every message.
+    assert_eq!(
+        store
+            .session_messages_after(&alice, &chat, 0)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
+async fn kv_namespaces_evict_in_use_order<S: TestStore>(store: &S) {
+    use serde_json::json;
+    let ns = NamespaceName::parse("team").unwrap();
+    let node = agent("n1");
+    let now = t0();
+    store.kv_configure(&ns, 3, now).await.unwrap();
+    for key in ["a", "b", "c"] {
+        store
+            .kv_put(&simple_put(&ns, &node, key, json!(key), now))
+            .await
+            .unwrap();
+    }
+    store.kv_get(&ns, "a", now).await.unwrap();
+    let outcome = store
+        .kv_put(&simple_put(
+            &ns,
+            &node,
+            "d",
+            json!({"n": 4, "x": [1.5, "y"]}),
+            now,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(outcome.evicted, vec!["b".to_string()]);
+    assert!(outcome.created);
+    let listed = store.kv_list(&ns, None, 10, now).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(),
+        vec!["d", "a", "c"]
+    );
+    assert_eq!(listed[0].value, json!({"n": 4, "x": [1.5, "y"]}));
+    let stats = store.kv_stats(&ns, now).await.unwrap();
+    assert_eq!(
+        (stats.entries, stats.hits, stats.evictions, stats.puts),
+        (3, 1, 1, 4)
+    );
+    let mut tagged = simple_put(&ns, &node, "t", json!({"note": "deploy friday"}), now);
+    tagged.tags = vec!["plan".into()];
+    store.kv_put(&tagged).await.unwrap();
+    let listed = store.kv_list(&ns, Some("plan"), 10, now).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].tags, vec!["plan".to_string()]);
+    let found = store.kv_search(&ns, "deploy", 10, now).await.unwrap();
+    assert_eq!(found[0].0.key, "t");
+    let accented = simple_put(&ns, &node, "u", json!("École du Louvre"), now);
+    store.kv_put(&accented).await.unwrap();
+    let found = store.kv_search(&ns, "école", 10, now).await.unwrap();
+    assert_eq!(found[0].0.key, "u");
+    assert!(store.kv_get(&ns, "zzz", now).await.is_err());
+    assert_eq!(store.kv_stats(&ns, now).await.unwrap().misses, 1);
+    // Expired entries are gone; a delete of a missing key is not_found.
+    let mut brief = simple_put(&ns, &node, "brief", json!(1), now);
+    brief.expires_at = Some(now + Duration::seconds(10));
+    store.kv_put(&brief).await.unwrap();
+    assert!(store
+        .kv_get(&ns, "brief", now + Duration::seconds(11))
+        .await
+        .is_err());
+    store.kv_delete(&ns, "t", now).await.unwrap();
+    assert_eq!(
+        store.kv_delete(&ns, "t", now).await.unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    // Projects and their sessions.
+    let project = mnemos_actors::namespaces::Project {
+        agent_id: agent("alice"),
+        project_id: mnemos_actors::namespaces::ProjectId::parse("apollo").unwrap(),
+        name: "Apollo".into(),
+        isolated: true,
+        created_at: now,
+        updated_at: now,
+    };
+    assert_eq!(store.upsert_project(&project).await.unwrap(), project);
+    let session = SessionId::parse("s1").unwrap();
+    store
+        .attach_session(&project.agent_id, &project.project_id, &session, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .session_project(&project.agent_id, &session)
+            .await
+            .unwrap(),
+        Some(project.project_id.clone())
+    );
+    let detail = store
+        .project(&project.agent_id, &project.project_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(detail.sessions, vec![session.clone()]);
+    assert_eq!(store.projects(&project.agent_id).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .isolated_projects(&[
+                (project.agent_id.clone(), project.project_id.clone()),
+                (agent("bob"), project.project_id.clone()),
+            ])
+            .await
+            .unwrap(),
+        vec![(project.agent_id.clone(), project.project_id.clone())]
+    );
+    // A memory remembers its project; listing filters by it.
+    let mut inside = fixture("alice", "moon landing plan", now);
+    inside.project_id = Some(project.project_id.clone());
+    let outside = fixture("alice", "grocery list", now);
+    store
+        .insert(&[stored(&inside), stored(&outside)])
+        .await
+        .unwrap();
+    assert_eq!(store.get(&inside.id).await.unwrap().unwrap(), inside);
+    let listed = store
+        .list(&ListQuery {
+            agent_id: Some(agent("alice")),
+            project_id: Some(project.project_id.clone()),
+            limit: 10,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.into_iter().map(|m| m.id).collect::<Vec<_>>(),
+        vec![inside.id.clone()]
+    );
+}
+
+async fn outbox_records_every_change_in_order<S: TestStore>(store: &S) {
+    assert_eq!(store.outbox_bounds().await.unwrap().head, 0);
+    let a = fixture("alice", "first", t0());
+    let mut b = fixture("alice", "second", t0());
+    b.shared = true;
+    b.session_id = Some(SessionId::parse("s").unwrap());
+    store.insert(&[stored(&a), stored(&b)]).await.unwrap();
+    let edge = Association {
+        agent_id: agent("alice"),
+        from_id: a.id.clone(),
+        to_id: b.id.clone(),
+        relation: "related_to".into(),
+        weight: 0.5,
+        created_at: t0(),
+    };
+    store.upsert_edge(&edge).await.unwrap();
+    // Reinforcement is not projected.
+    store
+        .touch(std::slice::from_ref(&a.id), t0())
+        .await
+        .unwrap();
+    let mut archived = a.clone();
+    archived.status = MemoryStatus::Archived;
+    archived.version = 2;
+    store
+        .update(&archived, &version_of(&a, "forget", t0()), None)
+        .await
+        .unwrap();
+    store.delete(&b.id).await.unwrap();
+    let entries = store.outbox_after(0, 100).await.unwrap();
+    let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let changes: Vec<&ProjectedChange> = entries.iter().map(|e| &e.change).collect();
+    assert_eq!(changes.len(), 6, "{changes:?}");
+    assert!(matches!(changes[0], ProjectedChange::UpsertMemory { id, .. } if *id == a.id));
+    match changes[1] {
+        ProjectedChange::UpsertMemory {
+            id,
+            shared,
+            session_id,
+            memory_type,
+            status,
+            ..
+        } => {
+            assert_eq!(id, &b.id);
+            assert!(*shared);
+            assert_eq!(session_id.as_deref(), Some("s"));
+            assert_eq!(memory_type, "episodic");
+            assert_eq!(status, "active");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(changes[2], ProjectedChange::UpsertEdge { weight, relation, .. } if *weight == 0.5 && relation == "related_to")
+    );
+    assert!(
+        matches!(changes[3], ProjectedChange::UpsertMemory { id, status, .. } if *id == a.id && status == "archived")
+    );
+    // Deleting b removes its edge too (in either order).
+    assert!(changes[4..]
+        .iter()
+        .any(|c| matches!(c, ProjectedChange::DeleteMemory { id, .. } if *id == b.id)));
+    assert!(changes[4..]
+        .iter()
+        .any(|c| matches!(c, ProjectedChange::DeleteEdge { .. })));
+    let bounds = store.outbox_bounds().await.unwrap();
+    assert_eq!(bounds.oldest, Some(seqs[0]));
+    assert_eq!(bounds.head, *seqs.last().unwrap());
+    assert_eq!(store.trim_outbox(seqs[2]).await.unwrap(), 3);
+    let bounds = store.outbox_bounds().await.unwrap();
+    assert_eq!(bounds.oldest, Some(seqs[3]));
+    assert_eq!(bounds.head, *seqs.last().unwrap());
+    assert_eq!(store.outbox_after(seqs[3], 10).await.unwrap().len(), 2);
+}
+
+/// A corpus with repeated words, titles, accents, shared memories, several agents and
+/// lengths, so BM25's idf, length normalisation and tie-breaking all matter.
+fn parity_corpus() -> Vec<Memory> {
+    let texts = [
+        (
+            "alice",
+            "The deploy pipeline runs cargo build then cargo test",
+            false,
+        ),
+        (
+            "alice",
+            "Deploy on Fridays is forbidden; deploy on Mondays",
+            false,
+        ),
+        (
+            "alice",
+            "Lunch at the café near the office was great",
+            false,
+        ),
+        ("alice", "The cafe serves pasta and espresso", false),
+        ("alice", "Paris trip: visited the Louvre and a café", false),
+        (
+            "alice",
+            "Rate limit is 1000 requests per minute for the API",
+            false,
+        ),
+        (
+            "alice",
+            "API keys rotate monthly; the API gateway checks them",
+            true,
+        ),
+        ("alice", "deploy deploy deploy", false),
+        ("alice", "Naïve Bayes classifier notes", false),
+        ("alice", "naive approach to deploy", false),
+        ("bob", "Bob's deploy checklist for the service", false),
+        ("bob", "Shared deploy guide with cargo commands", true),
+        ("bob", "Shared espresso recipe", true),
+        ("bob", "Private notes about pasta", false),
+        ("carol", "deploy", false),
+        ("carol", "pasta pasta pasta pasta", true),
+        ("alice", "Equal words alpha beta", false),
+        ("alice", "Equal words beta alpha", false),
+        ("alice", "Tie breaker alpha", false),
+        ("alice", "Tie breaker alpha", false),
+    ];
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, (who, text, shared))| {
+            let mut m = fixture(who, text, t0() + Duration::hours(i as i64));
+            m.shared = *shared;
+            if i % 5 == 0 {
+                m.title = Some(format!("Title {i} deploy"));
+            }
+            m
+        })
+        .collect()
+}
+
+fn parity_queries() -> Vec<KeywordQuery> {
+    let texts = [
+        "how do I deploy?",
+        "deploy cargo",
+        "cafe",
+        "café",
+        "pasta espresso",
+        "API rate limit",
+        "naive",
+        "alpha beta",
+        "tie breaker alpha",
+        "title deploy",
+        "nothing matches this",
+        "deploy pasta espresso cargo api",
+    ];
+    let mut queries = Vec::new();
+    for who in ["alice", "bob", "carol"] {
+        for text in texts {
+            for include_shared in [false, true] {
+                queries.push(search(who, text, include_shared));
+            }
+        }
+    }
+    let mut ranged = search("alice", "deploy", true);
+    ranged.occurred = Some(TimeRange {
+        start: t0() + Duration::hours(2),
+        end: t0() + Duration::hours(12),
+    });
+    queries.push(ranged);
+    let mut short = search("alice", "deploy cafe api", true);
+    short.limit = 3;
+    queries.push(short);
+    queries
+}
+
+/// Insert the corpus, change it (update, archive, delete), and answer every query.
+async fn parity_answers<S: TestStore>(store: &S, corpus: &[Memory]) -> Vec<Vec<(MemoryId, f64)>> {
+    store
+        .insert(&corpus.iter().map(stored).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let later = t0() + Duration::days(1);
+    let mut edited = corpus[3].clone();
+    edited.content = "The cafe now serves espresso only, no pasta".into();
+    edited.version = 2;
+    store
+        .update(&edited, &version_of(&corpus[3], "patch", later), None)
+        .await
+        .unwrap();
+    let mut archived = corpus[1].clone();
+    archived.status = MemoryStatus::Archived;
+    archived.version = 2;
+    store
+        .update(&archived, &version_of(&corpus[1], "forget", later), None)
+        .await
+        .unwrap();
+    store.delete(&corpus[13].id).await.unwrap();
+    let mut answers = Vec::new();
+    for query in parity_queries() {
+        answers.push(store.keyword_search(&query).await.unwrap());
+    }
+    answers
+}
+
+/// Keyword search on PostgreSQL answers exactly as SQLite's FTS5: same memories, same
+/// order, same scores.
+#[tokio::test]
+async fn postgres_keyword_ranking_matches_sqlite() {
+    let corpus = parity_corpus();
+    let (sqlite, _dir) = sqlite_store().await;
+    let expected = parity_answers(&sqlite, &corpus).await;
+    assert!(expected.iter().filter(|a| !a.is_empty()).count() > 20);
+    with_postgres(
+        "store::conformance::postgres_keyword_ranking_matches_sqlite",
+        |store| async move {
+            let answers = parity_answers(&store, &corpus).await;
+            let queries = parity_queries();
+            for ((got, want), query) in answers.iter().zip(&expected).zip(&queries) {
+                assert_eq!(
+                    ids(got),
+                    ids(want),
+                    "query {:?} (agent {}, shared {})",
+                    query.text,
+                    query.agent_id,
+                    query.include_shared
+                );
+                for (g, w) in got.iter().zip(want) {
+                    assert!(
+                        g.1 == w.1 || (g.1 - w.1).abs() <= 1e-12 * w.1.abs().max(1.0),
+                        "score of {} for {:?}: {} vs {}",
+                        g.0,
+                        query.text,
+                        g.1,
+                        w.1
+                    );
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// Two replicas on one schema: writers queue instead of deadlocking, a compare-and-swap
+/// has one winner, a slot one holder, and the keyword statistics stay exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_on_one_schema_serialise_their_writes() {
+    with_postgres(
+        "store::conformance::postgres_replicas_on_one_schema_serialise_their_writes",
+        |first| async move {
+            let schema: String = sqlx::query_scalar("SELECT current_schema()")
+                .fetch_one(first.pool())
+                .await
+                .unwrap();
+            let second = PostgresStore::open(&with_schema(&postgres_url(), &schema))
+                .await
+                .unwrap();
+            let replicas = [first.clone(), second.clone()];
+            let memories: Vec<Memory> = (0..40)
+                .map(|i| fixture("alice", &format!("replica note {i} about deploys"), t0()))
+                .collect();
+            // Inserts (overlapping batches, in opposite orders) from both replicas at once.
+            let mut tasks = Vec::new();
+            for (r, store) in replicas.iter().enumerate() {
+                for chunk in 0..4 {
+                    let store = store.clone();
+                    let mut batch: Vec<StoredMemory> = memories
+                        [chunk * 10..chunk * 10 + 15.min(40 - chunk * 10)]
+                        .iter()
+                        .map(stored)
+                        .collect();
+                    if r == 1 {
+                        batch.reverse();
+                    }
+                    tasks.push(tokio::spawn(async move { store.insert(&batch).await }));
+                }
+            }
+            for task in tasks {
+                task.await.unwrap().unwrap();
+            }
+            assert_eq!(first.count().await.unwrap(), 40);
+            // Touches of overlapping sets in opposite orders.
+            let all_ids: Vec<MemoryId> = memories.iter().map(|m| m.id.clone()).collect();
+            let mut tasks = Vec::new();
+            for round in 0..10 {
+                let store = replicas[round % 2].clone();
+                let mut ids = all_ids.clone();
+                if round % 2 == 1 {
+                    ids.reverse();
+                }
+                tasks.push(tokio::spawn(async move {
+                    store.touch(&ids, t0() + Duration::minutes(1)).await
+                }));
+            }
+            for task in tasks {
+                task.await.unwrap().unwrap();
+            }
+            assert_eq!(
+                first.get(&all_ids[7]).await.unwrap().unwrap().access_count,
+                10
+            );
+            // Ten compare-and-swaps from version 1: one wins, the rest are conflicts.
+            let target = memories[0].clone();
+            let mut tasks = Vec::new();
+            for i in 0..10 {
+                let store = replicas[i % 2].clone();
+                let target = target.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut next = target.clone();
+                    next.content = format!("edited by writer {i}");
+                    next.version = 2;
+                    store
+                        .update(&next, &version_of(&target, "patch", t0()), None)
+                        .await
+                }));
+            }
+            let mut wins = 0;
+            for task in tasks {
+                match task.await.unwrap() {
+                    Ok(()) => wins += 1,
+                    Err(error) => assert_eq!(error.code, ErrorCode::Conflict),
+                }
+            }
+            assert_eq!(wins, 1);
+            assert_eq!(first.history(&target.id).await.unwrap().len(), 1);
+            // Ten holders race for one slot: one claims it.
+            let mut tasks = Vec::new();
+            for i in 0..10 {
+                let store = replicas[i % 2].clone();
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .try_acquire_lease(
+                            "sleep",
+                            &format!("p{i}"),
+                            t0(),
+                            t0() + Duration::minutes(5),
+                            t0(),
+                        )
+                        .await
+                        .unwrap()
+                }));
+            }
+            let mut claimed = 0;
+            for task in tasks {
+                claimed += usize::from(task.await.unwrap());
+            }
+            assert_eq!(claimed, 1);
+            // Concurrent appends to one session from both replicas: gap-free sequence numbers.
+            let chat = SessionId::parse("busy").unwrap();
+            let mut tasks = Vec::new();
+            for i in 0..20 {
+                let store = replicas[i % 2].clone();
+                let chat = chat.clone();
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .append_session_message(
+                            &agent("alice"),
+                            &chat,
+                            MessageRole::User,
+                            &format!("m{i}"),
+                            1,
+                            t0(),
+                        )
+                        .await
+                        .unwrap()
+                        .seq
+                }));
+            }
+            let mut seqs = Vec::new();
+            for task in tasks {
+                seqs.push(task.await.unwrap());
+            }
+            seqs.sort_unstable();
+            assert_eq!(seqs, (1..=20).collect::<Vec<u64>>());
+            // Deletes from both replicas; the statistics match the index exactly.
+            let mut tasks = Vec::new();
+            for (i, id) in all_ids.iter().take(10).enumerate() {
+                let store = replicas[i % 2].clone();
+                let id = id.clone();
+                tasks.push(tokio::spawn(async move { store.delete(&id).await }));
+            }
+            for task in tasks {
+                assert!(task.await.unwrap().unwrap());
+            }
+            let (docs, tokens): (i64, i64) =
+                sqlx::query_as("SELECT docs, tokens FROM keyword_stats")
+                    .fetch_one(first.pool())
+                    .await
+                    .unwrap();
+            let (rows, length): (i64, i64) = sqlx::query_as(
+                "SELECT count(*), COALESCE(sum(length), 0)::bigint FROM memory_search",
+            )
+            .fetch_one(first.pool())
+            .await
+            .unwrap();
+            assert_eq!((docs, tokens), (rows, length));
+            assert_eq!(docs, 30);
+            second.close().await;
+        },
+    )
+    .await;
+}
