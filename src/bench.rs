@@ -240,6 +240,16 @@ pub async fn measure(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Be
 async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let services = Services::open(settings).await?;
     let runtime = services.runtime.clone();
+    let existing = runtime
+        .count()
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    anyhow::ensure!(
+        existing == 0,
+        "the benchmark needs an empty store, and {} holds {existing} memories \
+         (for PostgreSQL, point storage.url at a fresh database)",
+        settings.storage.backend
+    );
     let agents: Vec<AgentId> = (0..args.agents)
         .map(|n| AgentId::parse(&format!("bench-agent-{n}")))
         .collect::<Result<_, _>>()

@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mnemos_actors::error::{MemoryError, MemoryResult};
-use mnemos_actors::model::{AgentId, MemoryId};
-use mnemos_actors::store::{MemoryStore, ProjectedChange, Projection};
+use mnemos_actors::model::{AgentId, MemoryId, MemoryType};
+use mnemos_actors::store::{
+    MemoryStore, ProjectedChange, Projection, ProjectionReads, VectorQuery,
+};
 use qdrant_client::qdrant::{
     vectors_config, Condition, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
     DeletePointsBuilder, Distance, FieldType, Filter, GetPointsBuilder, PointId, PointStruct,
@@ -155,6 +157,18 @@ impl QdrantProjection {
         shared: bool,
         limit: u64,
     ) -> MemoryResult<Vec<(MemoryId, f32)>> {
+        self.search_types(agent, vector, shared, &[], limit).await
+    }
+
+    /// [`Self::search`] restricted to `types` (empty: every type).
+    pub async fn search_types(
+        &self,
+        agent: &AgentId,
+        vector: Vec<f32>,
+        shared: bool,
+        types: &[MemoryType],
+        limit: u64,
+    ) -> MemoryResult<Vec<(MemoryId, f32)>> {
         let owner = if shared {
             Filter::should([
                 Condition::matches("agent_id", agent.to_string()),
@@ -163,11 +177,21 @@ impl QdrantProjection {
         } else {
             Filter::must([Condition::matches("agent_id", agent.to_string())])
         };
+        let mut must = vec![
+            Condition::matches("status", "active".to_string()),
+            owner.into(),
+        ];
+        if !types.is_empty() {
+            must.push(Condition::matches(
+                "type",
+                types
+                    .iter()
+                    .map(|t| t.as_str().to_string())
+                    .collect::<Vec<String>>(),
+            ));
+        }
         let filter = Filter {
-            must: vec![
-                Condition::matches("status", "active".to_string()),
-                owner.into(),
-            ],
+            must,
             ..Default::default()
         };
         let response = self
@@ -207,6 +231,21 @@ fn marker_vector(dimension: u64) -> Vec<f32> {
 impl Projection for QdrantProjection {
     fn name(&self) -> &'static str {
         "qdrant"
+    }
+
+    fn serves(&self) -> ProjectionReads {
+        ProjectionReads::Vectors
+    }
+
+    async fn nearest(&self, query: &VectorQuery) -> MemoryResult<Vec<(MemoryId, f32)>> {
+        self.search_types(
+            &query.agent_id,
+            query.vector.clone(),
+            query.include_shared,
+            &query.types,
+            query.limit as u64,
+        )
+        .await
     }
 
     async fn applied(&self) -> MemoryResult<Option<u64>> {

@@ -29,7 +29,6 @@ use crate::model::{
     MemoryStatus, MemoryType, MemoryVersion, SessionId, SourceRef,
 };
 use crate::namespaces::ProjectId;
-use crate::policy::activation::spread;
 use crate::policy::clustering::ClusterParams;
 use crate::policy::consistency::normalized_hash;
 use crate::policy::consolidation::ForgetPolicy;
@@ -51,6 +50,9 @@ use crate::supervisor::{
 
 mod namespaces;
 pub use namespaces::{KvPutInput, NamespaceSettings, ProjectInput};
+
+mod projected;
+pub use projected::ReadSource;
 
 mod sessions;
 pub use sessions::{
@@ -423,6 +425,9 @@ pub struct RecallOutcome {
     pub took_ms: f64,
     /// Time per stage (vector, keyword, time, fetch), in milliseconds.
     pub timings_ms: Vec<(&'static str, f64)>,
+    /// What answered each vector and graph read: a projection, or the embedded
+    /// backend with the reason it stood in.
+    pub sources: Vec<ReadSource>,
 }
 
 /// Await `work` and measure it in milliseconds.
@@ -511,6 +516,15 @@ struct RuntimeInner {
     working: Arc<dyn WorkingStore>,
     /// Sessions with a background compaction running (one at a time per session).
     compacting: std::sync::Mutex<std::collections::HashSet<(AgentId, SessionId)>>,
+    /// The system of record, read directly only to learn whether a projection is
+    /// caught up (one indexed outbox read per projected recall read).
+    store: Arc<dyn MemoryStore>,
+    /// External projections, read by recall when caught up.
+    projections: Vec<Arc<dyn crate::store::Projection>>,
+    /// How far each projection has applied (published by the projector).
+    watermarks: Arc<crate::actors::projector::Watermarks>,
+    /// Name of the embedded vector index (the fallback of a vector projection).
+    index_backend: &'static str,
 }
 
 impl Runtime {
@@ -518,6 +532,9 @@ impl Runtime {
     /// embedding-model mismatch with stored vectors).
     pub async fn start(parts: RuntimeParts, config: RuntimeConfig) -> MemoryResult<Self> {
         let directory = Arc::new(Directory::default());
+        let watermarks = Arc::new(crate::actors::projector::Watermarks::new(
+            parts.projections.len(),
+        ));
         let args = SupervisorArgs {
             working: WorkingArgs {
                 store: parts.working.clone(),
@@ -568,6 +585,7 @@ impl Runtime {
                 batch: config.projector_batch,
                 retry_initial: config.projector_retry.0,
                 retry_max: config.projector_retry.1,
+                watermarks: watermarks.clone(),
             },
             cognition: config.cognition.clone(),
             restart: config.restart,
@@ -592,6 +610,10 @@ impl Runtime {
                 thought: parts.thought.clone(),
                 working: parts.working.clone(),
                 compacting: Default::default(),
+                store: parts.memories.clone(),
+                projections: parts.projections.clone(),
+                watermarks,
+                index_backend: parts.vectors.backend_name(),
                 backends: (
                     parts.memories.backend_name(),
                     parts.graph.backend_name(),
@@ -1441,48 +1463,54 @@ impl Runtime {
         agent: &AgentId,
         seeds: &[MemoryId],
         radius: usize,
-    ) -> MemoryResult<Vec<(MemoryId, f64)>> {
-        let (edges, in_session) = tokio::join!(
-            self.graph(|reply| GraphMsg::Around {
-                agent: agent.clone(),
-                seeds: seeds.to_vec(),
-                depth: 1,
-                max_edges: 200,
-                reply,
-            }),
-            self.episodic(|reply| EpisodicMsg::SessionNeighbours {
-                ids: seeds.to_vec(),
-                radius,
-                reply,
-            }),
+    ) -> (MemoryResult<Vec<(MemoryId, f64)>>, ReadSource) {
+        let ((edges, source), in_session) = tokio::join!(
+            self.links_around(agent, seeds, 200),
+            self.session_neighbours(seeds, radius),
         );
-        let edges = edges?;
-        let mut ranked: Vec<(MemoryId, f64)> = Vec::new();
-        for seed in seeds {
-            let mut linked: Vec<(MemoryId, f64)> = edges
-                .iter()
-                .filter_map(|e| {
-                    let other = if e.from_id == *seed {
-                        &e.to_id
-                    } else if e.to_id == *seed {
-                        &e.from_id
-                    } else {
-                        return None;
-                    };
-                    // A supersedes edge leads to an outdated memory; not a useful neighbour.
-                    (e.relation != "supersedes").then(|| (other.clone(), f64::from(e.weight)))
-                })
-                .collect();
-            linked.sort_by(|a, b| b.1.total_cmp(&a.1));
-            ranked.extend(linked);
-        }
-        ranked.extend(in_session?.into_iter().map(|id| (id, 1.0)));
-        // A seed linked to another seed keeps the link: connection is evidence of relevance.
-        let mut seen = std::collections::HashSet::new();
-        ranked.retain(|(id, _)| seen.insert(id.clone()));
-        Ok(ranked)
+        let ranked = match (edges, in_session) {
+            (Ok(edges), Ok(in_session)) => Ok(rank_neighbours(seeds, &edges, in_session)),
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        };
+        (ranked, source)
     }
+}
 
+/// Graph neighbours of each seed (strongest link first, strongest seed first), then
+/// session neighbours, each once.
+fn rank_neighbours(
+    seeds: &[MemoryId],
+    edges: &[crate::store::Link],
+    in_session: Vec<MemoryId>,
+) -> Vec<(MemoryId, f64)> {
+    let mut ranked: Vec<(MemoryId, f64)> = Vec::new();
+    for seed in seeds {
+        let mut linked: Vec<(MemoryId, f64)> = edges
+            .iter()
+            .filter_map(|e| {
+                let other = if e.from_id == *seed {
+                    &e.to_id
+                } else if e.to_id == *seed {
+                    &e.from_id
+                } else {
+                    return None;
+                };
+                // A supersedes edge leads to an outdated memory; not a useful neighbour.
+                (e.relation != "supersedes").then(|| (other.clone(), f64::from(e.weight)))
+            })
+            .collect();
+        // Ties by id: every graph backend then ranks the same way.
+        linked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        ranked.extend(linked);
+    }
+    ranked.extend(in_session.into_iter().map(|id| (id, 1.0)));
+    // A seed linked to another seed keeps the link: connection is evidence of relevance.
+    let mut seen = std::collections::HashSet::new();
+    ranked.retain(|(id, _)| seen.insert(id.clone()));
+    ranked
+}
+
+impl Runtime {
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -1669,11 +1697,7 @@ impl Runtime {
             (time_hits, time_ms),
             (window, working_ms),
         ) = tokio::join!(
-            timed(self.vectors(|reply| VectorsMsg::Search {
-                text: Some(search_text.clone()),
-                query: vector_query.clone(),
-                reply,
-            })),
+            timed(self.nearest(&search_text, &vector_query)),
             timed(self.episodic(|reply| EpisodicMsg::KeywordSearch {
                 query: keyword_query.clone(),
                 reply,
@@ -1708,6 +1732,8 @@ impl Runtime {
                 }
             }),
         );
+        let (vector_hits, vector_source) = vector_hits;
+        let mut sources = vec![vector_source];
         let window: Vec<(MemoryId, String)> = window
             .into_iter()
             .map(|item| (item.memory_id, item.content))
@@ -1790,9 +1816,10 @@ impl Runtime {
                 .take(settings.expansion_seeds)
                 .map(|h| h.id.clone())
                 .collect();
-            let (neighbours, took) =
+            let ((neighbours, graph_source), took) =
                 timed(self.neighbours(&input.agent_id, &seeds, settings.session_radius)).await;
             expand_ms = took;
+            sources.push(graph_source);
             lists.push(RankedList {
                 retriever: Retriever::Graph,
                 weight: settings.neighbour_weight,
@@ -1923,6 +1950,7 @@ impl Runtime {
                 ("feedback", feedback_ms),
                 ("fetch", fetch_ms),
             ],
+            sources,
         })
     }
 
@@ -2254,16 +2282,9 @@ impl Runtime {
             .get(Some(agent), seed)
             .await
             .map_err(|e| with_field(e, "seed_id"))?;
-        let edges = self
-            .graph(|reply| GraphMsg::Around {
-                agent: agent.clone(),
-                seeds: vec![seed.clone()],
-                depth,
-                max_edges: 10_000,
-                reply,
-            })
-            .await?;
-        let activations = spread(seed, &edges, depth, 0.8, limit * 2);
+        let (activations, source) = self.activate(agent, seed, depth, 0.8, limit * 2).await;
+        tracing::debug!(answered_by = %source.answered_by, "spreading activation");
+        let activations = activations?;
         let ids: Vec<MemoryId> = activations.iter().map(|a| a.id.clone()).collect();
         let memories = self
             .episodic(|reply| EpisodicMsg::GetMany {
@@ -2478,6 +2499,31 @@ fn validate_metadata(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn neighbours_rank_by_seed_then_link_strength_then_id_each_once() {
+        let id = |s: &str| crate::model::MemoryId(s.to_string());
+        let link = |from: &str, to: &str, relation: &str, weight: f32| crate::store::Link {
+            from_id: id(from),
+            to_id: id(to),
+            relation: relation.to_string(),
+            weight,
+        };
+        let edges = [
+            link("s1", "c", "related_to", 0.5),
+            link("b", "s1", "related_to", 0.5),
+            link("s1", "a", "related_to", 0.9),
+            link("s1", "old", "supersedes", 1.0),
+            link("s2", "a", "related_to", 0.7),
+            link("s2", "d", "related_to", 0.6),
+        ];
+        // Edge order from the backend does not matter.
+        for edges in [edges.to_vec(), edges.iter().rev().cloned().collect()] {
+            let ranked = rank_neighbours(&[id("s1"), id("s2")], &edges, vec![id("e"), id("c")]);
+            let ids: Vec<&str> = ranked.iter().map(|(m, _)| m.0.as_str()).collect();
+            assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+        }
+    }
+
     use super::*;
 
     fn config() -> RuntimeConfig {

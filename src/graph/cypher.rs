@@ -32,17 +32,41 @@ pub const INDEX_MEMORY_ID: &str = "CREATE INDEX FOR (m:Memory) ON (m.id)";
 pub const COUNT_AGENT: &str = "MATCH (m:Memory {agent_id: $agent_id}) \
      OPTIONAL MATCH (m)-[r:ASSOCIATED]->() RETURN count(DISTINCT m), count(r)";
 
-/// Spreading activation over weighted variable-length paths from `$seed`, within
-/// `depth` hops (rendered into the pattern: Cypher takes no parameter there), best
-/// path first: a node's activation is the product of the weights along the path.
+/// The associations of `$agent_id` touching any of `$seeds` (a list of ids), each once,
+/// at most `$limit`: `from_id, to_id, relation, weight`.
+pub const LINKS_AROUND: &str = "UNWIND $seeds AS seed \
+     MATCH (s:Memory {id: seed})-[r:ASSOCIATED]-(:Memory) WHERE r.agent_id = $agent_id \
+     WITH DISTINCT r \
+     RETURN startNode(r).id AS from_id, endNode(r).id AS to_id, r.relation AS relation, r.weight AS weight \
+     LIMIT $limit";
+
+/// Spreading activation over weighted variable-length paths from `$seed` through
+/// `$agent_id`'s associations, within `depth` hops (rendered into the pattern: Cypher
+/// takes no parameter there). A path's activation is the product of `weight · $decay`
+/// over its hops; each memory keeps its best path, returned as its ids joined by
+/// commas (`path`). Best first, then by id, at most `$limit`; the same answer as
+/// `policy::activation::spread` over the SQL graph.
 pub fn activation(depth: u32) -> String {
     format!(
         "MATCH p = (s:Memory {{id: $seed}})-[:ASSOCIATED*1..{}]-(m:Memory) \
-         WHERE m.agent_id = $agent_id AND m.status = 'active' AND m.id <> $seed \
-         WITH m, reduce(a = 1.0, r IN relationships(p) | a * r.weight) AS activation \
-         RETURN m.id, max(activation) AS best ORDER BY best DESC LIMIT $limit",
+         WHERE m.id <> $seed AND all(r IN relationships(p) WHERE r.agent_id = $agent_id) \
+         WITH m, reduce(a = 1.0, r IN relationships(p) | a * r.weight * $decay) AS activation, \
+              reduce(t = '', n IN nodes(p) | t + n.id + ',') AS path \
+         ORDER BY activation DESC, path \
+         WITH m, collect([activation, path])[0] AS best \
+         RETURN m.id AS id, best[0] AS activation, best[1] AS path \
+         ORDER BY activation DESC, id LIMIT $limit",
         depth.clamp(1, 6)
     )
+}
+
+/// The ids of a path returned by [`activation`].
+pub fn path_ids(joined: &str) -> Vec<mnemos_actors::model::MemoryId> {
+    joined
+        .split(',')
+        .filter(|id| !id.is_empty())
+        .map(|id| mnemos_actors::model::MemoryId(id.to_string()))
+        .collect()
 }
 
 /// The statement and parameters that apply one outbox change.
@@ -117,6 +141,8 @@ pub enum Param {
     Bool(bool),
     /// Null.
     Null,
+    /// A list of strings.
+    TextList(Vec<String>),
 }
 
 impl Param {
@@ -143,6 +169,14 @@ impl Param {
             Param::Int(i) => i.to_string(),
             Param::Bool(b) => b.to_string(),
             Param::Null => "null".into(),
+            Param::TextList(items) => format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(|item| Param::Text(item.clone()).render())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -172,11 +206,12 @@ mod tests {
                 ("b", Param::Number(0.5)),
                 ("c", Param::Null),
                 ("d", Param::Bool(true)),
+                ("e", Param::TextList(vec!["x".into(), "y\"".into()])),
             ],
         );
         assert_eq!(
             query,
-            r#"CYPHER a="say \"hi\"\\ \n" b=0.5 c=null d=true RETURN $a, $b"#
+            r#"CYPHER a="say \"hi\"\\ \n" b=0.5 c=null d=true e=["x", "y\""] RETURN $a, $b"#
         );
         assert_eq!(with_params("RETURN 1", &[]), "RETURN 1");
     }
@@ -185,5 +220,15 @@ mod tests {
     fn activation_depth_is_bounded() {
         assert!(activation(0).contains("*1..1]"));
         assert!(activation(99).contains("*1..6]"));
+    }
+
+    #[test]
+    fn paths_split_into_ids() {
+        let ids = path_ids("a,b,c,");
+        assert_eq!(
+            ids.iter().map(|id| id.0.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+        assert!(path_ids("").is_empty());
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{AgentId, MemoryId};
-use mnemos_actors::store::{ProjectedChange, Projection};
+use mnemos_actors::policy::activation::Activation;
+use mnemos_actors::store::{Link, ProjectedChange, Projection, ProjectionReads};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 
@@ -161,38 +162,29 @@ impl FalkorProjection {
         ))
     }
 
-    /// Spreading activation read from the graph: (memory, best path activation), best first.
-    pub async fn activation(
-        &self,
-        agent: &AgentId,
-        seed: &MemoryId,
-        depth: u32,
-        limit: usize,
-    ) -> MemoryResult<Vec<(MemoryId, f64)>> {
+    /// A memory's status as the graph holds it (tests and diagnostics; None: no node).
+    pub async fn memory_status(&self, id: &MemoryId) -> MemoryResult<Option<String>> {
         let values = self
             .run(&[with_params(
-                &cypher::activation(depth),
-                &[
-                    ("seed", Param::Text(seed.0.clone())),
-                    ("agent_id", Param::Text(agent.to_string())),
-                    ("limit", Param::Int(limit as i64)),
-                ],
+                "MATCH (m:Memory {id: $id}) RETURN m.status",
+                &[("id", Param::Text(id.0.clone()))],
             )])
             .await?;
         Ok(values
             .first()
             .map(Self::rows)
             .unwrap_or_default()
-            .iter()
-            .filter_map(|row| {
-                let id = row.first().and_then(Self::text)?;
-                let activation = match row.get(1)? {
-                    Value::Double(d) => *d,
-                    other => Self::text(other)?.parse().ok()?,
-                };
-                Some((MemoryId(id), activation))
-            })
-            .collect())
+            .first()
+            .and_then(|row| row.first())
+            .and_then(Self::text))
+    }
+
+    fn number(value: &Value) -> Option<f64> {
+        match value {
+            Value::Double(d) => Some(*d),
+            Value::Int(i) => Some(*i as f64),
+            other => Self::text(other)?.parse().ok(),
+        }
     }
 }
 
@@ -241,5 +233,83 @@ impl Projection for FalkorProjection {
 
     async fn reset(&self) -> MemoryResult<()> {
         self.run(&[cypher::RESET.to_string()]).await.map(|_| ())
+    }
+
+    fn serves(&self) -> ProjectionReads {
+        ProjectionReads::Graph
+    }
+
+    async fn links_around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        limit: usize,
+    ) -> MemoryResult<Vec<Link>> {
+        if seeds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let values = self
+            .run(&[with_params(
+                cypher::LINKS_AROUND,
+                &[
+                    (
+                        "seeds",
+                        Param::TextList(seeds.iter().map(|s| s.0.clone()).collect()),
+                    ),
+                    ("agent_id", Param::Text(agent.to_string())),
+                    ("limit", Param::Int(limit as i64)),
+                ],
+            )])
+            .await?;
+        let value = values.first().ok_or_else(|| unavailable("no answer"))?;
+        if let Value::ServerError(error) = value {
+            return Err(unavailable(format!("{error:?}")));
+        }
+        Ok(Self::rows(value)
+            .iter()
+            .filter_map(|row| {
+                Some(Link {
+                    from_id: MemoryId(Self::text(row.first()?)?),
+                    to_id: MemoryId(Self::text(row.get(1)?)?),
+                    relation: Self::text(row.get(2)?)?,
+                    weight: Self::number(row.get(3)?)? as f32,
+                })
+            })
+            .collect())
+    }
+
+    async fn spread(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        decay: f64,
+        limit: usize,
+    ) -> MemoryResult<Vec<Activation>> {
+        let values = self
+            .run(&[with_params(
+                &cypher::activation(depth),
+                &[
+                    ("seed", Param::Text(seed.0.clone())),
+                    ("agent_id", Param::Text(agent.to_string())),
+                    ("decay", Param::Number(decay)),
+                    ("limit", Param::Int(limit as i64)),
+                ],
+            )])
+            .await?;
+        let value = values.first().ok_or_else(|| unavailable("no answer"))?;
+        if let Value::ServerError(error) = value {
+            return Err(unavailable(format!("{error:?}")));
+        }
+        Ok(Self::rows(value)
+            .iter()
+            .filter_map(|row| {
+                Some(Activation {
+                    id: MemoryId(Self::text(row.first()?)?),
+                    activation: Self::number(row.get(1)?)?,
+                    path: cypher::path_ids(&Self::text(row.get(2)?)?),
+                })
+            })
+            .collect())
     }
 }

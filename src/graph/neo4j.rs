@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{AgentId, MemoryId};
-use mnemos_actors::store::{ProjectedChange, Projection};
+use mnemos_actors::policy::activation::Activation;
+use mnemos_actors::store::{Link, ProjectedChange, Projection, ProjectionReads};
 use neo4rs::{BoltType, Graph, Query};
 
 use super::cypher::{self, Param};
@@ -32,6 +33,7 @@ fn bolt(param: &Param) -> BoltType {
         Param::Int(i) => BoltType::from(*i),
         Param::Bool(b) => BoltType::from(*b),
         Param::Null => BoltType::Null(neo4rs::BoltNull),
+        Param::TextList(items) => BoltType::from(items.clone()),
     }
 }
 
@@ -92,39 +94,6 @@ impl Neo4jProjection {
             })
             .unwrap_or((0, 0)))
     }
-
-    /// Spreading activation read from the graph: (memory, best path activation), best first.
-    pub async fn activation(
-        &self,
-        agent: &AgentId,
-        seed: &MemoryId,
-        depth: u32,
-        limit: usize,
-    ) -> MemoryResult<Vec<(MemoryId, f64)>> {
-        let statement = cypher::activation(depth).replace(
-            "RETURN m.id, max(activation) AS best",
-            "RETURN m.id AS id, max(activation) AS best",
-        );
-        let q = query(
-            &statement,
-            &[
-                ("seed", Param::Text(seed.0.clone())),
-                ("agent_id", Param::Text(agent.to_string())),
-                ("limit", Param::Int(limit as i64)),
-            ],
-        );
-        self.within(async {
-            let mut rows = self.graph.execute(q).await?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next().await? {
-                if let (Ok(id), Ok(best)) = (row.get::<String>("id"), row.get::<f64>("best")) {
-                    out.push((MemoryId(id), best));
-                }
-            }
-            Ok(out)
-        })
-        .await
-    }
 }
 
 #[async_trait]
@@ -180,5 +149,90 @@ impl Projection for Neo4jProjection {
         self.within(self.graph.run(neo4rs::query(cypher::RESET)))
             .await
             .map(|_| ())
+    }
+
+    fn serves(&self) -> ProjectionReads {
+        ProjectionReads::Graph
+    }
+
+    async fn links_around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        limit: usize,
+    ) -> MemoryResult<Vec<Link>> {
+        if seeds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = query(
+            cypher::LINKS_AROUND,
+            &[
+                (
+                    "seeds",
+                    Param::TextList(seeds.iter().map(|s| s.0.clone()).collect()),
+                ),
+                ("agent_id", Param::Text(agent.to_string())),
+                ("limit", Param::Int(limit as i64)),
+            ],
+        );
+        self.within(async {
+            let mut rows = self.graph.execute(q).await?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().await? {
+                if let (Ok(from_id), Ok(to_id), Ok(relation), Ok(weight)) = (
+                    row.get::<String>("from_id"),
+                    row.get::<String>("to_id"),
+                    row.get::<String>("relation"),
+                    row.get::<f64>("weight"),
+                ) {
+                    out.push(Link {
+                        from_id: MemoryId(from_id),
+                        to_id: MemoryId(to_id),
+                        relation,
+                        weight: weight as f32,
+                    });
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn spread(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        decay: f64,
+        limit: usize,
+    ) -> MemoryResult<Vec<Activation>> {
+        let q = query(
+            &cypher::activation(depth),
+            &[
+                ("seed", Param::Text(seed.0.clone())),
+                ("agent_id", Param::Text(agent.to_string())),
+                ("decay", Param::Number(decay)),
+                ("limit", Param::Int(limit as i64)),
+            ],
+        );
+        self.within(async {
+            let mut rows = self.graph.execute(q).await?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().await? {
+                if let (Ok(id), Ok(activation), Ok(path)) = (
+                    row.get::<String>("id"),
+                    row.get::<f64>("activation"),
+                    row.get::<String>("path"),
+                ) {
+                    out.push(Activation {
+                        id: MemoryId(id),
+                        activation,
+                        path: cypher::path_ids(&path),
+                    });
+                }
+            }
+            Ok(out)
+        })
+        .await
     }
 }

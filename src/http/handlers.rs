@@ -409,6 +409,10 @@ pub async fn metrics(State(state): Shared) -> impl IntoResponse {
             .set(projection.lag_seconds);
         metrics::gauge!("mnemos_projection_failures", "projection" => projection.name.clone())
             .set(f64::from(projection.failures));
+        metrics::gauge!("mnemos_projection_reads_served", "projection" => projection.name.clone())
+            .set(projection.reads_served as f64);
+        metrics::gauge!("mnemos_projection_reads_fallback", "projection" => projection.name.clone())
+            .set(projection.reads_fallback as f64);
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -400,14 +400,26 @@ pub struct RecallResponse {
     /// Time per stage (debug only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timings_ms: Option<BTreeMap<String, f64>>,
+    /// What answered each read (debug only): `{"vector": "qdrant", "graph": "sql"}`, or
+    /// the embedded backend with the reason a projection was not read
+    /// (`"hnsw (qdrant behind: 12 entries)"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<BTreeMap<String, String>>,
 }
 
 impl RecallResponse {
-    /// The wire answer; per-stage timings only when debugging.
+    /// The wire answer; per-stage timings and read sources only when debugging.
     pub fn from_outcome(outcome: RecallOutcome, debug: bool) -> Self {
         Self {
             results: outcome.hits.into_iter().map(Into::into).collect(),
             took_ms: outcome.took_ms,
+            sources: debug.then(|| {
+                outcome
+                    .sources
+                    .iter()
+                    .map(|s| (s.read.to_string(), s.answered_by.clone()))
+                    .collect()
+            }),
             timings_ms: debug.then(|| {
                 outcome
                     .timings_ms

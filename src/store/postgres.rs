@@ -1311,6 +1311,20 @@ impl MemoryStore for PostgresStore {
         })
     }
 
+    async fn outbox_committed_head(&self) -> MemoryResult<u64> {
+        // Behind the write lock no writer is in flight, so every sequence number taken
+        // so far belongs to a committed (or rolled-back) transaction.
+        let mut tx = self.write_transaction().await?;
+        let (head,): (i64,) = sqlx::query_as(
+            "SELECT COALESCE(pg_sequence_last_value(CAST(pg_get_serial_sequence('outbox', 'seq') AS regclass)), 0)",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(head.max(0) as u64)
+    }
+
     async fn trim_outbox(&self, through: u64) -> MemoryResult<usize> {
         let deleted = sqlx::query("DELETE FROM outbox WHERE seq <= $1")
             .bind(i64::try_from(through).unwrap_or(i64::MAX))

@@ -1575,5 +1575,15 @@ mod tests {
         assert_eq!(store.trim_outbox(applied).await.unwrap(), entries.len() + 1);
         let after = store.outbox_bounds().await.unwrap();
         assert_eq!((after.oldest, after.head), (None, applied));
+
+        // A projection that claims more than the store ever wrote was filled from
+        // another database: it is rebuilt, not trusted.
+        *projection.applied.lock().unwrap() = Some(applied + 1000);
+        let (again, rebuilt) = catch_up(&store, &store, &projection, None, 2, 8)
+            .await
+            .unwrap();
+        assert!(rebuilt);
+        assert_eq!(again, applied);
+        assert_eq!(projection.changes.lock().unwrap().len(), 2, "a and c");
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mnemos::graph::falkordb::FalkorProjection;
 use mnemos_actors::model::{AgentId, MemoryId};
+use mnemos_actors::store::Projection;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -189,30 +190,70 @@ async fn every_write_and_delete_reaches_the_falkordb_projection() {
     assert_eq!(state["name"], "falkordb");
     assert_eq!(state["state"], "up", "{state}");
 
-    // Spreading activation over weighted variable-length paths in the graph agrees with the SQL graph.
+    // Spreading activation over weighted variable-length paths in the graph: weight ·
+    // decay (0.8) per hop, the best path kept; the same answer as the SQL graph's.
+    let gia = AgentId::parse("gia").unwrap();
     let reached = graph
-        .activation(
-            &AgentId::parse("gia").unwrap(),
-            &MemoryId(ids[0].clone()),
-            2,
-            10,
-        )
+        .spread(&gia, &MemoryId(ids[0].clone()), 2, 0.8, 10)
         .await
         .unwrap();
     assert_eq!(reached.len(), 2, "{reached:?}");
-    assert_eq!(reached[0].0 .0, ids[1]);
+    assert_eq!(reached[0].id.0, ids[1]);
     assert!(
-        (reached[0].1 - 0.9).abs() < 1e-6 && (reached[1].1 - 0.45).abs() < 1e-6,
+        (reached[0].activation - 0.72).abs() < 1e-6 && (reached[1].activation - 0.288).abs() < 1e-6,
         "{reached:?}"
     );
-    let sql = app
+    let path: Vec<&str> = reached[1].path.iter().map(|id| id.0.as_str()).collect();
+    assert_eq!(path, [ids[0].as_str(), ids[1].as_str(), ids[2].as_str()]);
+    let sql = mnemos_actors::policy::activation::spread(
+        &MemoryId(ids[0].clone()),
+        &[
+            association("gia", &ids[0], &ids[1], 0.9),
+            association("gia", &ids[1], &ids[2], 0.5),
+        ],
+        2,
+        0.8,
+        10,
+    );
+    assert_eq!(sql.len(), reached.len());
+    for (sql, graph) in sql.iter().zip(&reached) {
+        assert_eq!((&sql.id, &sql.path), (&graph.id, &graph.path));
+        assert!((sql.activation - graph.activation).abs() < 1e-6);
+    }
+    // The tool reads the caught-up projection and answers the same.
+    let tool = app
         .post(
             "/tools/spreading_activation",
             &json!({"agent_id": "gia", "seed_id": ids[0], "depth": 2}),
         )
         .await;
-    let sql = assert_status(sql, StatusCode::OK).await;
-    assert_eq!(sql["results"].as_array().unwrap().len(), 2, "{sql}");
+    let tool = assert_status(tool, StatusCode::OK).await;
+    let tool = tool["results"].as_array().unwrap().clone();
+    assert_eq!(tool.len(), 2, "{tool:?}");
+    assert_eq!(tool[1]["memory"]["id"], ids[2].as_str());
+    assert!((tool[1]["activation"].as_f64().unwrap() - 0.288).abs() < 1e-6);
+    assert!(
+        projection_state(&app).await["reads_served"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{}",
+        projection_state(&app).await
+    );
+    // Recall's graph expansion reads FalkorDB while it is caught up, and says so.
+    let recalled = app
+        .recall("gia", "deploy script", json!({"debug": true}))
+        .await;
+    assert_eq!(recalled["sources"]["graph"], "falkordb", "{recalled}");
+    assert!(recalled["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["memory"]["id"] == ids[1].as_str()
+            && r["matched_by"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("graph"))));
 
     // A delete reaches the projection with its edges (mem0#3245 left the node behind).
     let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
@@ -224,15 +265,8 @@ async fn every_write_and_delete_reaches_the_falkordb_projection() {
         .await;
     assert_status(forgot, StatusCode::OK).await;
     let archived = eventually(Duration::from_secs(30), || async {
-        graph
-            .activation(
-                &AgentId::parse("gia").unwrap(),
-                &MemoryId(ids[0].clone()),
-                3,
-                10,
-            )
-            .await
-            .is_ok_and(|r| r.is_empty())
+        graph.memory_status(&MemoryId(ids[2].clone())).await.ok()
+            == Some(Some("archived".to_string()))
     })
     .await;
     assert!(archived, "the archived memory is still active in the graph");
@@ -296,11 +330,19 @@ async fn a_falkordb_outage_keeps_writes_and_the_projection_converges_after_recov
     );
     let health = assert_status(app.get("/health").await, StatusCode::OK).await;
     assert_eq!(health["status"], "degraded");
-    // Recall keeps answering while the projection is down.
+    // Recall keeps answering while the projection is down, from the SQL graph, and says so.
     let recalled = app
-        .recall("ops", "disk replaced", json!({"limit": 5}))
+        .recall("ops", "disk replaced", json!({"limit": 5, "debug": true}))
         .await;
     assert_eq!(recalled["results"].as_array().unwrap().len(), 5);
+    let source = recalled["sources"]["graph"].as_str().unwrap_or_default();
+    assert!(source.starts_with("sql (falkordb"), "{recalled}");
+    assert!(
+        projection_state(&app).await["reads_fallback"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
     // Every acknowledged write is in SQL.
     for id in &ids {
         assert_status(
@@ -326,4 +368,25 @@ async fn a_falkordb_outage_keeps_writes_and_the_projection_converges_after_recov
     let state = projection_state(&app).await;
     assert_eq!(state["state"], "up");
     assert!(state["rebuilds"].as_u64().unwrap() >= 1, "{state}");
+    // Caught up again: recall reads FalkorDB once more.
+    let recalled = app
+        .recall("ops", "disk replaced", json!({"debug": true}))
+        .await;
+    assert_eq!(recalled["sources"]["graph"], "falkordb", "{recalled}");
+}
+
+fn association(
+    agent: &str,
+    from: &str,
+    to: &str,
+    weight: f32,
+) -> mnemos_actors::model::Association {
+    mnemos_actors::model::Association {
+        agent_id: AgentId::parse(agent).unwrap(),
+        from_id: MemoryId(from.to_string()),
+        to_id: MemoryId(to.to_string()),
+        relation: "related_to".into(),
+        weight,
+        created_at: chrono::Utc::now(),
+    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use mnemos::graph::neo4j::Neo4jProjection;
 use mnemos_actors::model::{AgentId, MemoryId};
+use mnemos_actors::store::Projection;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -83,13 +84,32 @@ async fn every_write_and_delete_reaches_the_neo4j_projection() {
     let health = assert_status(app.get("/health").await, StatusCode::OK).await;
     assert_eq!(health["backends"]["projections"][0]["name"], "neo4j");
 
+    // Weighted variable-length paths: weight · decay per hop, best path kept.
     let reached = graph
-        .activation(&agent_id, &MemoryId(ids[0].clone()), 2, 10)
+        .spread(&agent_id, &MemoryId(ids[0].clone()), 2, 0.8, 10)
         .await
         .unwrap();
     assert_eq!(reached.len(), 2, "{reached:?}");
-    assert_eq!(reached[0].0 .0, ids[1]);
-    assert!((reached[1].1 - 0.45).abs() < 1e-6, "{reached:?}");
+    assert_eq!(reached[0].id.0, ids[1]);
+    assert!((reached[1].activation - 0.288).abs() < 1e-6, "{reached:?}");
+    assert_eq!(reached[1].path.len(), 3, "{reached:?}");
+    let links = graph
+        .links_around(&agent_id, &[MemoryId(ids[1].clone())], 10)
+        .await
+        .unwrap();
+    assert_eq!(links.len(), 2, "{links:?}");
+    // Recall's graph reads go to Neo4j once it is caught up.
+    let read_neo4j = eventually(Duration::from_secs(30), || async {
+        let recalled = app
+            .recall(&agent, "deploy script", json!({"debug": true}))
+            .await;
+        recalled["sources"]["graph"] == "neo4j"
+    })
+    .await;
+    assert!(
+        read_neo4j,
+        "recall never read the caught-up Neo4j projection"
+    );
 
     let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
     assert_status(deleted, StatusCode::OK).await;

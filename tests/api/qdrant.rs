@@ -92,6 +92,31 @@ async fn memories_reach_the_qdrant_collection_and_leave_it_on_delete_and_forget(
         .await
         .unwrap();
     assert!(other.is_empty());
+    // The type filter applies in Qdrant.
+    let procedural = qdrant
+        .search_types(
+            &agent,
+            query.clone(),
+            false,
+            &[mnemos_actors::model::MemoryType::Procedural],
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(procedural.is_empty(), "{procedural:?}");
+    // Recall's vector reads go to Qdrant once it is caught up, and say so.
+    let read_qdrant = eventually(Duration::from_secs(30), || async {
+        let recalled = app
+            .recall("qa", "which port does staging use", json!({"debug": true}))
+            .await;
+        recalled["sources"]["vector"] == "qdrant"
+            && recalled["results"][0]["memory"]["id"] == ids[1].as_str()
+    })
+    .await;
+    assert!(
+        read_qdrant,
+        "recall never read the caught-up Qdrant projection"
+    );
 
     let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
     assert_status(deleted, StatusCode::OK).await;

@@ -25,7 +25,7 @@ use super::{answer_in_task, injected_fault};
 use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::Memory;
-use crate::store::{GraphStore, MemoryStore, ProjectedChange, Projection};
+use crate::store::{GraphStore, MemoryStore, ProjectedChange, Projection, ProjectionReads};
 
 /// Handle to the projector actor.
 pub type ProjectorRef = ActorRef<ProjectorMsg>;
@@ -65,6 +65,82 @@ pub struct ProjectorArgs {
     pub retry_initial: Duration,
     /// Longest retry delay.
     pub retry_max: Duration,
+    /// How far each projection has applied, published for recall's reads.
+    pub watermarks: Arc<Watermarks>,
+}
+
+/// How far each projection (in `ProjectorArgs::projections` order) has applied the
+/// outbox, as the projector last saw it: shared with the runtime so that recall reads
+/// a projection only when nothing committed is missing from it. A projection that is
+/// failing, unknown (just started or restarted) or being rebuilt has no mark.
+#[derive(Debug)]
+pub struct Watermarks {
+    /// Applied-through sequence numbers; `NO_MARK` when unknown or failing.
+    marks: Vec<std::sync::atomic::AtomicU64>,
+    /// Recall reads each projection answered (shown in health and metrics).
+    served: Vec<std::sync::atomic::AtomicU64>,
+    /// Recall reads that went to the embedded fallback instead (behind, down or failed).
+    fallbacks: Vec<std::sync::atomic::AtomicU64>,
+}
+
+/// The mark of a projection that must not be read.
+const NO_MARK: u64 = u64::MAX;
+
+impl Watermarks {
+    /// Marks for `count` projections, all unknown.
+    pub fn new(count: usize) -> Self {
+        Self {
+            marks: (0..count)
+                .map(|_| std::sync::atomic::AtomicU64::new(NO_MARK))
+                .collect(),
+            served: (0..count)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+            fallbacks: (0..count)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    /// Count one recall read of projection `index`: answered by it, or by the fallback.
+    pub fn count_read(&self, index: usize, served: bool) {
+        let counters = if served {
+            &self.served
+        } else {
+            &self.fallbacks
+        };
+        if let Some(counter) = counters.get(index) {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Reads of projection `index` so far: (answered by it, sent to the fallback).
+    pub fn reads(&self, index: usize) -> (u64, u64) {
+        let load = |counters: &[std::sync::atomic::AtomicU64]| {
+            counters
+                .get(index)
+                .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        (load(&self.served), load(&self.fallbacks))
+    }
+
+    /// The sequence number projection `index` has applied through, if it is up.
+    pub fn applied(&self, index: usize) -> Option<u64> {
+        self.marks
+            .get(index)
+            .map(|mark| mark.load(std::sync::atomic::Ordering::Acquire))
+            .filter(|mark| *mark != NO_MARK)
+    }
+
+    /// Publish projection `index`'s progress (None: do not read it).
+    pub fn set(&self, index: usize, applied: Option<u64>) {
+        if let Some(mark) = self.marks.get(index) {
+            mark.store(
+                applied.unwrap_or(NO_MARK),
+                std::sync::atomic::Ordering::Release,
+            );
+        }
+    }
 }
 
 /// What the projector knows about one projection.
@@ -122,6 +198,13 @@ pub struct ProjectionStatus {
     pub last_error: Option<String>,
     /// Rebuilds from SQL since start.
     pub rebuilds: u32,
+    /// Whether recall reads it (`vectors`, `graph`) or only writes to it (`none`).
+    pub serves: &'static str,
+    /// Recall reads it answered since start.
+    pub reads_served: u64,
+    /// Recall reads answered by the embedded fallback instead since start (it was
+    /// behind, down, or the read failed).
+    pub reads_fallback: u64,
 }
 
 /// The projector actor.
@@ -148,7 +231,7 @@ pub async fn rebuild(
     projection: &dyn Projection,
     batch: usize,
 ) -> MemoryResult<u64> {
-    let head = store.outbox_bounds().await?.head;
+    let head = store.outbox_committed_head().await?;
     projection.reset().await?;
     for agent in store.agents().await? {
         let memories = store.agent_memories(&agent).await?;
@@ -190,8 +273,15 @@ pub async fn catch_up(
     let mut applied = match known {
         Some(applied) => applied,
         None => match projection.applied().await? {
-            // Trimmed past what it holds (it was down through a trim): rebuild.
-            Some(applied) if bounds.oldest.is_none_or(|oldest| applied + 1 >= oldest) => applied,
+            // Trimmed past what it holds (it was down through a trim), or ahead of the
+            // store (it was filled from another database, or SQL was restored from a
+            // backup): rebuild.
+            Some(applied)
+                if applied <= bounds.head
+                    && bounds.oldest.is_none_or(|oldest| applied + 1 >= oldest) =>
+            {
+                applied
+            }
             Some(_) | None => {
                 rebuilt = true;
                 rebuild(store, graph, projection, batch).await?
@@ -219,6 +309,7 @@ impl Shared {
     }
 
     fn set_track(&self, index: usize, track: Track) {
+        self.args.watermarks.set(index, track.applied);
         if let Ok(mut tracks) = self.tracks.lock() {
             tracks[index] = track;
         }
@@ -320,7 +411,8 @@ impl Shared {
             .lock()
             .map(|tracks| tracks.clone())
             .unwrap_or_default();
-        for (projection, track) in self.args.projections.iter().zip(&tracks) {
+        for (index, (projection, track)) in self.args.projections.iter().zip(&tracks).enumerate() {
+            let (reads_served, reads_fallback) = self.args.watermarks.reads(index);
             let from = track.applied.unwrap_or(0);
             let oldest_pending = store.outbox_after(from, 1).await?;
             let lag_seconds = oldest_pending
@@ -337,11 +429,23 @@ impl Shared {
                 .to_string(),
                 applied: track.applied,
                 head,
-                lag_entries: head.saturating_sub(from),
+                // Sequence numbers can have gaps (PostgreSQL): nothing pending is no lag.
+                lag_entries: if oldest_pending.is_empty() {
+                    0
+                } else {
+                    head.saturating_sub(from)
+                },
                 lag_seconds,
                 failures: track.failures,
                 last_error: track.last_error.clone(),
                 rebuilds: track.rebuilds,
+                serves: match projection.serves() {
+                    ProjectionReads::None => "none",
+                    ProjectionReads::Vectors => "vectors",
+                    ProjectionReads::Graph => "graph",
+                },
+                reads_served,
+                reads_fallback,
             });
         }
         Ok(out)
@@ -357,6 +461,8 @@ impl Shared {
             if name.as_deref().is_some_and(|n| n != projection.name()) {
                 continue;
             }
+            // Emptied and refilled: not readable until done.
+            self.args.watermarks.set(index, None);
             let head = rebuild(
                 self.args.store.as_ref(),
                 self.args.graph.as_ref(),
@@ -402,6 +508,10 @@ impl Actor for ProjectorActor {
         args: ProjectorArgs,
     ) -> Result<ProjectorState, ActorProcessingErr> {
         let timer = myself.send_interval(args.interval, || ProjectorMsg::Tick);
+        // A restart forgets how far each projection got: unread until the first tick.
+        for index in 0..args.projections.len() {
+            args.watermarks.set(index, None);
+        }
         let tracks = args.projections.iter().map(|_| Track::default()).collect();
         Ok(ProjectorState {
             shared: Arc::new(Shared {

@@ -12,7 +12,7 @@ pub mod namespaces;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::error::MemoryResult;
+use crate::error::{MemoryError, MemoryResult};
 use crate::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
     MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord,
@@ -225,6 +225,85 @@ pub trait Projection: Send + Sync + 'static {
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()>;
     /// Remove everything, before a rebuild.
     async fn reset(&self) -> MemoryResult<()>;
+    /// Which reads this projection can answer for recall once it has applied every
+    /// committed change (until then, and when a read fails, the embedded index and the
+    /// SQL graph answer instead).
+    fn serves(&self) -> ProjectionReads {
+        ProjectionReads::None
+    }
+    /// Vector projections: the nearest active memories to `query.vector` under its
+    /// filters (owner or shared pool, types), best first, as (memory, cosine).
+    async fn nearest(&self, _query: &VectorQuery) -> MemoryResult<Vec<(MemoryId, f32)>> {
+        Err(MemoryError::unavailable(format!(
+            "the {} projection holds no vectors",
+            self.name()
+        )))
+    }
+    /// Graph projections: the associations of `agent` touching any of `seeds`, at most `limit`.
+    async fn links_around(
+        &self,
+        _agent: &AgentId,
+        _seeds: &[MemoryId],
+        _limit: usize,
+    ) -> MemoryResult<Vec<Link>> {
+        Err(MemoryError::unavailable(format!(
+            "the {} projection holds no associations",
+            self.name()
+        )))
+    }
+    /// Graph projections: spreading activation from `seed` over `agent`'s associations
+    /// within `depth` hops (a path's activation is the product of weight · `decay` per
+    /// hop; the best path wins, as [`crate::policy::activation::spread`] computes it on
+    /// the SQL graph), best first, at most `limit`, inactive memories included.
+    async fn spread(
+        &self,
+        _agent: &AgentId,
+        _seed: &MemoryId,
+        _depth: u32,
+        _decay: f64,
+        _limit: usize,
+    ) -> MemoryResult<Vec<crate::policy::activation::Activation>> {
+        Err(MemoryError::unavailable(format!(
+            "the {} projection holds no associations",
+            self.name()
+        )))
+    }
+}
+
+/// The reads a projection can serve for recall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectionReads {
+    /// Write-only (kept in sync, never read by recall).
+    None,
+    /// Nearest-neighbour search ([`Projection::nearest`]).
+    Vectors,
+    /// Association reads ([`Projection::links_around`], [`Projection::spread`]).
+    Graph,
+}
+
+/// An association as a graph projection returns it (no timestamps: projections keep
+/// only what reads need).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// Source memory.
+    pub from_id: MemoryId,
+    /// Target memory.
+    pub to_id: MemoryId,
+    /// Relation name.
+    pub relation: String,
+    /// 0..1 strength.
+    pub weight: f32,
+}
+
+impl From<&Association> for Link {
+    fn from(edge: &Association) -> Self {
+        Self {
+            from_id: edge.from_id.clone(),
+            to_id: edge.to_id.clone(),
+            relation: edge.relation.clone(),
+            weight: edge.weight,
+        }
+    }
 }
 
 /// Version reasons of memories archived by forgetting (by decay or on request): only
@@ -342,6 +421,14 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// The range of stored outbox entries.
     async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
         Ok(OutboxBounds::default())
+    }
+    /// The newest outbox sequence number with no write in flight below it: everything
+    /// up to it is committed. A rebuild records this as applied, so it must not count
+    /// a sequence number taken by a transaction that has not committed yet (PostgreSQL
+    /// allocates sequence numbers outside transactions; SQLite's counter is
+    /// transactional, so its head already is this).
+    async fn outbox_committed_head(&self) -> MemoryResult<u64> {
+        Ok(self.outbox_bounds().await?.head)
     }
     /// Delete outbox entries up to `through` (every projection has applied them).
     async fn trim_outbox(&self, _through: u64) -> MemoryResult<usize> {

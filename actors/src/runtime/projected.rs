@@ -1,0 +1,260 @@
+//! Recall's reads from external projections (Qdrant vectors, FalkorDB/Neo4j graph).
+//!
+//! A projection answers a read only when it is up and holds every committed change:
+//! its watermark (published by the projector) is set and the outbox has no entry past
+//! it. Otherwise, and whenever the read itself fails, the embedded index or the SQL
+//! graph answers, and the reason goes into the recall's `sources` (shown by
+//! `debug: true`) and into the projection's fallback counter (health, metrics). The
+//! embedded index and the SQL graph are always kept, so a fallback answers the same
+//! question over the same data.
+
+use std::sync::Arc;
+
+use super::Runtime;
+use crate::actors::episodic::EpisodicMsg;
+use crate::actors::graph::GraphMsg;
+use crate::actors::vectors::VectorsMsg;
+use crate::error::MemoryResult;
+use crate::model::{AgentId, MemoryId};
+use crate::policy::activation::{spread, Activation};
+use crate::store::{Link, Projection, ProjectionReads, VectorQuery};
+
+/// Where one kind of read was answered, for the recall's `sources`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadSource {
+    /// `vector` or `graph`.
+    pub read: &'static str,
+    /// What answered: a projection's name (`qdrant`, `falkordb`), or the embedded
+    /// backend with the reason it stood in (`embedded (qdrant behind: 3 entries)`).
+    pub answered_by: String,
+}
+
+/// Whether a projection may be read now.
+enum Readiness {
+    /// No projection serves this read: the embedded backend is the configured one.
+    NotConfigured,
+    /// This projection (index, handle) holds every committed change.
+    Ready(usize, Arc<dyn Projection>),
+    /// The projection (index, name) cannot be read now, and why.
+    Unready(usize, &'static str, String),
+}
+
+impl Runtime {
+    /// The projection serving `reads`, if it may be read now.
+    async fn readiness(&self, reads: ProjectionReads) -> Readiness {
+        let Some((index, projection)) = self
+            .inner
+            .projections
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.serves() == reads)
+        else {
+            return Readiness::NotConfigured;
+        };
+        let name = projection.name();
+        let Some(applied) = self.inner.watermarks.applied(index) else {
+            return Readiness::Unready(index, name, "down or catching up".into());
+        };
+        // One indexed read: is anything committed that the projection has not applied?
+        match self.inner.store.outbox_after(applied, 1).await {
+            Ok(pending) if pending.is_empty() => Readiness::Ready(index, projection.clone()),
+            Ok(pending) => {
+                let head = self
+                    .inner
+                    .store
+                    .outbox_bounds()
+                    .await
+                    .map(|b| b.head)
+                    .unwrap_or_else(|_| pending[0].seq);
+                Readiness::Unready(
+                    index,
+                    name,
+                    format!("behind: {} entries", head.saturating_sub(applied)),
+                )
+            }
+            Err(error) => Readiness::Unready(index, name, format!("lag unknown: {error}")),
+        }
+    }
+
+    /// Nearest neighbours of `text` for recall: from the vector projection when it is
+    /// caught up, else from the embedded index.
+    pub(super) async fn nearest(
+        &self,
+        text: &str,
+        query: &VectorQuery,
+    ) -> (MemoryResult<Vec<(MemoryId, f32)>>, ReadSource) {
+        let embedded = self.inner.index_backend;
+        let reason = match self.readiness(ProjectionReads::Vectors).await {
+            Readiness::NotConfigured => None,
+            Readiness::Unready(index, name, reason) => Some((index, format!("{name} {reason}"))),
+            Readiness::Ready(index, projection) => {
+                let answer = async {
+                    let vector = self
+                        .embed(vec![text.to_string()])
+                        .await?
+                        .pop()
+                        .unwrap_or_default();
+                    projection
+                        .nearest(&VectorQuery {
+                            vector,
+                            ..query.clone()
+                        })
+                        .await
+                }
+                .await;
+                match answer {
+                    Ok(hits) => {
+                        self.inner.watermarks.count_read(index, true);
+                        let source = ReadSource {
+                            read: "vector",
+                            answered_by: projection.name().to_string(),
+                        };
+                        return (Ok(hits), source);
+                    }
+                    Err(error) => Some((index, format!("{} failed: {}", projection.name(), error))),
+                }
+            }
+        };
+        let answered_by = match &reason {
+            None => embedded.to_string(),
+            Some((index, why)) => {
+                self.inner.watermarks.count_read(*index, false);
+                tracing::debug!(reason = %why, "vector read answered by the embedded index");
+                format!("{embedded} ({why})")
+            }
+        };
+        let hits = self
+            .vectors(|reply| VectorsMsg::Search {
+                text: Some(text.to_string()),
+                query: query.clone(),
+                reply,
+            })
+            .await;
+        (
+            hits,
+            ReadSource {
+                read: "vector",
+                answered_by,
+            },
+        )
+    }
+
+    /// The associations touching `seeds` (one hop): from the graph projection when it
+    /// is caught up, else from the SQL graph.
+    pub(super) async fn links_around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        limit: usize,
+    ) -> (MemoryResult<Vec<Link>>, ReadSource) {
+        let reason = match self.readiness(ProjectionReads::Graph).await {
+            Readiness::NotConfigured => None,
+            Readiness::Unready(index, name, reason) => Some((index, format!("{name} {reason}"))),
+            Readiness::Ready(index, projection) => {
+                match projection.links_around(agent, seeds, limit).await {
+                    Ok(links) => {
+                        self.inner.watermarks.count_read(index, true);
+                        let source = ReadSource {
+                            read: "graph",
+                            answered_by: projection.name().to_string(),
+                        };
+                        return (Ok(links), source);
+                    }
+                    Err(error) => Some((index, format!("{} failed: {}", projection.name(), error))),
+                }
+            }
+        };
+        let answered_by = self.fallback_graph(reason);
+        let edges = self
+            .graph(|reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: seeds.to_vec(),
+                depth: 1,
+                max_edges: limit,
+                reply,
+            })
+            .await
+            .map(|edges| edges.iter().map(Link::from).collect());
+        (
+            edges,
+            ReadSource {
+                read: "graph",
+                answered_by,
+            },
+        )
+    }
+
+    /// Spreading activation from `seed`: the graph projection's weighted variable-length
+    /// paths when it is caught up, else [`spread`] over edges read from the SQL graph.
+    pub(super) async fn activate(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        decay: f64,
+        limit: usize,
+    ) -> (MemoryResult<Vec<Activation>>, ReadSource) {
+        let reason = match self.readiness(ProjectionReads::Graph).await {
+            Readiness::NotConfigured => None,
+            Readiness::Unready(index, name, reason) => Some((index, format!("{name} {reason}"))),
+            Readiness::Ready(index, projection) => {
+                match projection.spread(agent, seed, depth, decay, limit).await {
+                    Ok(activations) => {
+                        self.inner.watermarks.count_read(index, true);
+                        let source = ReadSource {
+                            read: "graph",
+                            answered_by: projection.name().to_string(),
+                        };
+                        return (Ok(activations), source);
+                    }
+                    Err(error) => Some((index, format!("{} failed: {}", projection.name(), error))),
+                }
+            }
+        };
+        let answered_by = self.fallback_graph(reason);
+        let activations = self
+            .graph(|reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: vec![seed.clone()],
+                depth,
+                max_edges: 10_000,
+                reply,
+            })
+            .await
+            .map(|edges| spread(seed, &edges, depth, decay, limit));
+        (
+            activations,
+            ReadSource {
+                read: "graph",
+                answered_by,
+            },
+        )
+    }
+
+    /// Count a fallback to the SQL graph and name it.
+    fn fallback_graph(&self, reason: Option<(usize, String)>) -> String {
+        let sql = self.inner.backends.1;
+        match reason {
+            None => sql.to_string(),
+            Some((index, why)) => {
+                self.inner.watermarks.count_read(index, false);
+                tracing::debug!(reason = %why, "graph read answered by the SQL graph");
+                format!("{sql} ({why})")
+            }
+        }
+    }
+
+    /// Session neighbours of `seeds` (from SQL; no projection holds sessions' order).
+    pub(super) async fn session_neighbours(
+        &self,
+        seeds: &[MemoryId],
+        radius: usize,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        self.episodic(|reply| EpisodicMsg::SessionNeighbours {
+            ids: seeds.to_vec(),
+            radius,
+            reply,
+        })
+        .await
+    }
+}
