@@ -1556,3 +1556,47 @@ async fn postgres_replicas_on_one_schema_serialise_their_writes() {
     )
     .await;
 }
+
+/// A rebuild records the committed head: while a writer holds a sequence number it has
+/// not committed, `outbox_bounds` already counts it, but `outbox_committed_head` waits
+/// for the writer (recording the uncommitted number would skip its entry forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_committed_head_waits_for_the_writer_in_flight() {
+    with_postgres(
+        "store::conformance::postgres_committed_head_waits_for_the_writer_in_flight",
+        |store| async move {
+            let mut writer = store.pool().begin().await.unwrap();
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock(hashtext('mnemos.write:' || current_schema()))",
+            )
+            .execute(&mut *writer)
+            .await
+            .unwrap();
+            let seq: i64 = sqlx::query_scalar(
+                "INSERT INTO outbox (entity, op, agent_id, memory_id) \
+                 VALUES ('memory', 'delete', 'alice', 'm-in-flight') RETURNING seq",
+            )
+            .fetch_one(&mut *writer)
+            .await
+            .unwrap();
+            assert_eq!(store.outbox_bounds().await.unwrap().head, seq as u64);
+            assert!(store.outbox_after(0, 10).await.unwrap().is_empty());
+            let reader = store.clone();
+            let head = tokio::spawn(async move { reader.outbox_committed_head().await });
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            assert!(
+                !head.is_finished(),
+                "the committed head must wait for the writer"
+            );
+            writer.commit().await.unwrap();
+            let head = tokio::time::timeout(std::time::Duration::from_secs(10), head)
+                .await
+                .expect("answers once the writer commits")
+                .unwrap()
+                .unwrap();
+            assert_eq!(head, seq as u64);
+            assert_eq!(store.outbox_after(0, 10).await.unwrap().len(), 1);
+        },
+    )
+    .await;
+}

@@ -86,7 +86,7 @@ impl Falkor {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill().await;
             let _ = child.wait().await;
@@ -132,7 +132,7 @@ async fn falkor_app(url: &str) -> TestApp {
     spawn_with(settings, Some(temp)).await
 }
 
-async fn projection_state(app: &TestApp) -> Value {
+pub(crate) async fn projection_state(app: &TestApp) -> Value {
     let health = assert_status(app.get("/health").await, StatusCode::OK).await;
     health["backends"]["projections"][0].clone()
 }

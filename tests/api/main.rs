@@ -6,6 +6,7 @@ mod crash;
 mod errors;
 mod extraction;
 mod falkordb;
+mod faults;
 mod helpers;
 mod lifecycle;
 mod mcp;

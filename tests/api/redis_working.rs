@@ -30,7 +30,7 @@ async fn shared_redis(test: &str) -> Option<String> {
     None
 }
 
-async fn redis_client(url: &str) -> Option<redis::aio::MultiplexedConnection> {
+pub(crate) async fn redis_client(url: &str) -> Option<redis::aio::MultiplexedConnection> {
     let client = redis::Client::open(url).ok()?;
     tokio::time::timeout(
         Duration::from_secs(2),
@@ -125,13 +125,13 @@ async fn session_windows_live_in_redis_with_a_ttl_and_feed_recall() {
 }
 
 /// A private redis-server on a free port, killed and restarted by the test.
-struct PrivateRedis {
+pub(crate) struct PrivateRedis {
     port: u16,
     child: Option<tokio::process::Child>,
 }
 
 impl PrivateRedis {
-    async fn start(port: u16) -> Option<Self> {
+    pub(crate) async fn start(port: u16) -> Option<Self> {
         let child = tokio::process::Command::new("redis-server")
             .args([
                 "--port",
@@ -160,11 +160,11 @@ impl PrivateRedis {
         .then_some(server)
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
-    async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill().await;
             let _ = child.wait().await;
