@@ -416,7 +416,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         peak_rss_mib: peak_rss_mib(),
         backends: format!(
             "store {}, working {}, graph {}",
-            "sqlite", settings.working.backend, settings.graph.backend
+            settings.storage.backend, settings.working.backend, settings.graph.backend
         ),
         projection_lag_p95_ms: has_projections.then(|| percentile(&lag_samples, 95.0)),
         projection_drain_seconds,

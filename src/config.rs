@@ -231,6 +231,8 @@ pub struct RecallConfig {
     pub feedback_documents: usize,
     /// Most feedback terms added.
     pub feedback_terms: usize,
+    /// Penalty per hit already taken from the same session (0 turns it off).
+    pub session_diversity: f64,
 }
 
 /// `[dedup]`.
@@ -727,6 +729,12 @@ impl Settings {
                 return Err(bad(key, "must be between 0 and 10"));
             }
         }
+        if !(0.0..1.0).contains(&self.recall.session_diversity) {
+            return Err(bad(
+                "recall.session_diversity",
+                "must be at least 0 and below 1",
+            ));
+        }
         if self.recall.vector_weight == 0.0 && self.recall.keyword_weight == 0.0 {
             return Err(bad(
                 "recall.keyword_weight",
@@ -956,6 +964,7 @@ impl Settings {
                 feedback_weight: self.recall.feedback_weight,
                 feedback_documents: self.recall.feedback_documents,
                 feedback_terms: self.recall.feedback_terms,
+                session_diversity: self.recall.session_diversity,
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,

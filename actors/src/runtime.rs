@@ -114,6 +114,9 @@ pub struct RecallSettings {
     pub feedback_documents: usize,
     /// Most feedback terms added to the query.
     pub feedback_terms: usize,
+    /// Penalty (0..1) per hit already taken from the same session when the final list
+    /// is picked (`policy::fusion::diversify`); 0 keeps the plain score order.
+    pub session_diversity: f64,
 }
 
 impl Default for RecallSettings {
@@ -130,6 +133,7 @@ impl Default for RecallSettings {
             feedback_weight: 0.5,
             feedback_documents: 3,
             feedback_terms: 5,
+            session_diversity: 0.0,
         }
     }
 }
@@ -1928,7 +1932,17 @@ impl Runtime {
                 .total_cmp(&a.score)
                 .then_with(|| a.memory.id.cmp(&b.memory.id))
         });
-        hits.truncate(limit);
+        if settings.session_diversity > 0.0 {
+            hits = crate::policy::fusion::diversify(
+                hits,
+                limit,
+                settings.session_diversity,
+                |h| h.score,
+                |h| h.memory.session_id.as_ref().map(|s| s.as_str().to_string()),
+            );
+        } else {
+            hits.truncate(limit);
+        }
         if !hits.is_empty() {
             let touched: Vec<MemoryId> = hits.iter().map(|h| h.memory.id.clone()).collect();
             if let Some(episodic) = self.inner.directory.children().episodic {

@@ -57,7 +57,14 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/post
 pub struct PostgresStore {
     /// Connection pool.
     pool: PgPool,
+    /// Memories inserted since the planner statistics were last refreshed: after a bulk
+    /// load the planner would otherwise keep estimating from the empty tables (a 150×
+    /// slower keyword plan until autovacuum analyses them, up to a minute later).
+    inserted_since_analyze: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// Inserted memories after which the store refreshes planner statistics itself.
+const ANALYZE_EVERY: u64 = 20_000;
 
 const MEMORY_COLUMNS: &str = "id, agent_id, memory_type, content, title, importance, tags, session_id, occurred_at, \
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
@@ -598,7 +605,10 @@ impl PostgresStore {
                     "storage.url: cannot connect to PostgreSQL at {shown}: {e}; check that the server is running and the URL is right"
                 ))
             })?;
-        let store = Self { pool };
+        let store = Self {
+            pool,
+            inserted_since_analyze: Default::default(),
+        };
         store
             .ensure_schema()
             .await
@@ -659,6 +669,29 @@ impl PostgresStore {
         Ok(tx)
     }
 
+    /// Count inserted memories; past [`ANALYZE_EVERY`], refresh the statistics of the
+    /// search tables in the background (never on the request path; best effort).
+    fn analyze_after_bulk(&self, inserted: u64) {
+        use std::sync::atomic::Ordering;
+        let total = self
+            .inserted_since_analyze
+            .fetch_add(inserted, Ordering::Relaxed)
+            + inserted;
+        if total < ANALYZE_EVERY {
+            return;
+        }
+        self.inserted_since_analyze.store(0, Ordering::Relaxed);
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            if let Err(error) = sqlx::query("ANALYZE memories, memory_search, memory_embeddings")
+                .execute(&pool)
+                .await
+            {
+                tracing::debug!(%error, "refreshing planner statistics failed; autovacuum will");
+            }
+        });
+    }
+
     /// The pool (for maintenance commands).
     pub fn pool(&self) -> &PgPool {
         &self.pool
@@ -710,7 +743,9 @@ impl MemoryStore for PostgresStore {
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
         let mut tx = self.write_transaction().await?;
         insert_records(&mut tx, records).await?;
-        tx.commit().await.map_err(backend_error)
+        tx.commit().await.map_err(backend_error)?;
+        self.analyze_after_bulk(records.len() as u64);
+        Ok(())
     }
 
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {

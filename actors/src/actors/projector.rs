@@ -558,3 +558,40 @@ impl Actor for ProjectorActor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Watermarks;
+
+    #[test]
+    fn a_projection_is_unreadable_until_marked_and_after_being_cleared() {
+        let marks = Watermarks::new(2);
+        assert_eq!(marks.applied(0), None, "unknown at start");
+        marks.set(0, Some(0));
+        assert_eq!(
+            marks.applied(0),
+            Some(0),
+            "applied nothing yet is still a mark"
+        );
+        marks.set(0, Some(42));
+        assert_eq!(marks.applied(0), Some(42));
+        assert_eq!(marks.applied(1), None, "marks are per projection");
+        marks.set(0, None);
+        assert_eq!(marks.applied(0), None, "a failure clears the mark");
+        assert_eq!(marks.applied(7), None, "no such projection");
+        marks.set(7, Some(1));
+    }
+
+    #[test]
+    fn reads_are_counted_per_projection_and_outcome() {
+        let marks = Watermarks::new(2);
+        marks.count_read(0, true);
+        marks.count_read(0, true);
+        marks.count_read(0, false);
+        marks.count_read(1, false);
+        marks.count_read(9, true);
+        assert_eq!(marks.reads(0), (2, 1));
+        assert_eq!(marks.reads(1), (0, 1));
+        assert_eq!(marks.reads(9), (0, 0));
+    }
+}

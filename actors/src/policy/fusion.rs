@@ -155,8 +155,72 @@ pub fn reciprocal_rank_fusion(lists: &[RankedList], k: f64) -> Vec<FusedHit> {
     fused
 }
 
+/// Greedy diversification over groups (sessions): pick up to `limit` items, each time
+/// the best by `score · (1 − penalty)^n`, where n counts the items already picked from
+/// its group; items with no group are never penalised. `penalty` 0 keeps the order of
+/// `score` (ties keep the input order). Evidence spread over several conversations
+/// then reaches the top instead of being crowded out by one conversation's turns.
+pub fn diversify<T>(
+    mut items: Vec<T>,
+    limit: usize,
+    penalty: f64,
+    score: impl Fn(&T) -> f64,
+    group: impl Fn(&T) -> Option<String>,
+) -> Vec<T> {
+    let keep = (1.0 - penalty.clamp(0.0, 1.0)).max(0.0);
+    let mut picked: Vec<T> = Vec::with_capacity(limit.min(items.len()));
+    let mut counts: HashMap<String, i32> = HashMap::new();
+    while picked.len() < limit && !items.is_empty() {
+        let mut best: Option<(usize, f64)> = None;
+        for (index, item) in items.iter().enumerate() {
+            let seen = group(item).map_or(0, |g| counts.get(&g).copied().unwrap_or(0));
+            let value = score(item) * keep.powi(seen);
+            if best.is_none_or(|(_, b)| value > b) {
+                best = Some((index, value));
+            }
+        }
+        let Some((index, _)) = best else { break };
+        let item = items.remove(index);
+        if let Some(g) = group(&item) {
+            *counts.entry(g).or_default() += 1;
+        }
+        picked.push(item);
+    }
+    picked
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn diversify_spreads_picks_over_groups_and_keeps_order_without_penalty() {
+        let items = vec![
+            ("a1", 1.0, Some("a")),
+            ("a2", 0.95, Some("a")),
+            ("a3", 0.9, Some("a")),
+            ("b1", 0.8, Some("b")),
+            ("n1", 0.5, None),
+        ];
+        let pick = |penalty: f64, limit: usize| -> Vec<&str> {
+            super::diversify(
+                items.clone(),
+                limit,
+                penalty,
+                |i| i.1,
+                |i| i.2.map(str::to_string),
+            )
+            .into_iter()
+            .map(|i| i.0)
+            .collect()
+        };
+        assert_eq!(pick(0.0, 5), ["a1", "a2", "a3", "b1", "n1"]);
+        assert_eq!(pick(0.0, 2), ["a1", "a2"]);
+        // 0.95·0.8 = 0.76 < b1's 0.8: the other session comes second.
+        assert_eq!(pick(0.2, 3), ["a1", "b1", "a2"]);
+        // A heavy penalty lets even an ungrouped weak item ahead of a third turn of "a".
+        assert_eq!(pick(0.9, 5), ["a1", "b1", "n1", "a2", "a3"]);
+        assert!(pick(0.5, 0).is_empty());
+    }
 
     #[test]
     fn feedback_terms_are_shared_by_the_top_hits_and_new_to_the_query() {
