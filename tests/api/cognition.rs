@@ -387,10 +387,30 @@ async fn the_openai_provider_abstracts_a_cluster_with_a_real_llm() {
         health["backends"]["inner_thought"]["provider"], "openai",
         "{health}"
     );
-    seed(&app, "llm").await;
-    let run = consolidate(&app, "llm").await;
+    // A 135M-parameter model sometimes loops until `max_tokens` and returns truncated
+    // JSON; the run then falls back to the rules (and says why), which is correct
+    // behaviour but not what this test is about: give the model three fresh clusters.
+    let mut attempts = Vec::new();
+    let run = loop {
+        let agent = format!("llm-{}", attempts.len());
+        seed(&app, &agent).await;
+        let run = consolidate(&app, &agent).await;
+        let cluster = &run["report"]["clusters"][0];
+        if cluster["provider"] == "openai" {
+            break run;
+        }
+        assert_eq!(cluster["provider"], "none", "{run}");
+        assert!(
+            cluster["fallback"].is_string(),
+            "a fallback says why: {run}"
+        );
+        attempts.push(run);
+        assert!(
+            attempts.len() < 3,
+            "the model never produced a usable abstraction: {attempts:?}"
+        );
+    };
     let cluster = &run["report"]["clusters"][0];
-    assert_eq!(cluster["provider"], "openai", "{run}");
     assert!(cluster["fallback"].is_null(), "{run}");
     assert!(
         run["report"]["inner_thought"]["tokens"].as_u64().unwrap() > 0,
