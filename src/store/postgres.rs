@@ -42,7 +42,7 @@ use mnemos_actors::store::{
 use mnemos_actors::text::search_terms;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
-use sqlx::{Postgres, QueryBuilder, Row};
+use sqlx::{ConnectOptions, Connection, Postgres, QueryBuilder, Row};
 
 use super::redact_url;
 
@@ -681,12 +681,21 @@ impl PostgresStore {
             return;
         }
         self.inserted_since_analyze.store(0, Ordering::Relaxed);
-        let pool = self.pool.clone();
+        // On a connection of its own that does not report ANALYZE (seconds on a large
+        // store, and expected) as a slow statement.
+        let options = (*self.pool.connect_options())
+            .clone()
+            .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
         tokio::spawn(async move {
-            if let Err(error) = sqlx::query("ANALYZE memories, memory_search, memory_embeddings")
-                .execute(&pool)
-                .await
-            {
+            let analyzed = async {
+                let mut connection = options.connect().await?;
+                sqlx::query("ANALYZE memories, memory_search, memory_embeddings")
+                    .execute(&mut connection)
+                    .await?;
+                connection.close().await
+            }
+            .await;
+            if let Err(error) = analyzed {
                 tracing::debug!(%error, "refreshing planner statistics failed; autovacuum will");
             }
         });
