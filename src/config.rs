@@ -1042,6 +1042,14 @@ mod tests {
                 Box::new(|s| s.archival.timezone = "Mars/Olympus".into()),
             ),
             (
+                "recall.session_diversity",
+                Box::new(|s| s.recall.session_diversity = 1.0),
+            ),
+            (
+                "recall.session_diversity",
+                Box::new(|s| s.recall.session_diversity = -0.1),
+            ),
+            (
                 "storage.backend",
                 Box::new(|s| s.storage.backend = "oracle".into()),
             ),

@@ -7,6 +7,7 @@
 //! relationship per association, and one `(:MnemosProjection {id: 'outbox', applied})`
 //! node recording the outbox sequence number applied through.
 
+use mnemos_actors::model::{AgentId, MemoryId};
 use mnemos_actors::store::ProjectedChange;
 
 /// Create or update a memory's node.
@@ -60,12 +61,43 @@ pub fn activation(depth: u32) -> String {
     )
 }
 
+/// The parameters of [`LINKS_AROUND`].
+pub fn links_params(
+    agent: &AgentId,
+    seeds: &[MemoryId],
+    limit: usize,
+) -> Vec<(&'static str, Param)> {
+    vec![
+        (
+            "seeds",
+            Param::TextList(seeds.iter().map(|s| s.0.clone()).collect()),
+        ),
+        ("agent_id", Param::Text(agent.to_string())),
+        ("limit", Param::Int(limit as i64)),
+    ]
+}
+
+/// The parameters of [`activation`].
+pub fn activation_params(
+    agent: &AgentId,
+    seed: &MemoryId,
+    decay: f64,
+    limit: usize,
+) -> Vec<(&'static str, Param)> {
+    vec![
+        ("seed", Param::Text(seed.0.clone())),
+        ("agent_id", Param::Text(agent.to_string())),
+        ("decay", Param::Number(decay)),
+        ("limit", Param::Int(limit as i64)),
+    ]
+}
+
 /// The ids of a path returned by [`activation`].
-pub fn path_ids(joined: &str) -> Vec<mnemos_actors::model::MemoryId> {
+pub fn path_ids(joined: &str) -> Vec<MemoryId> {
     joined
         .split(',')
         .filter(|id| !id.is_empty())
-        .map(|id| mnemos_actors::model::MemoryId(id.to_string()))
+        .map(|id| MemoryId(id.to_string()))
         .collect()
 }
 

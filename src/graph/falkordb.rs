@@ -164,19 +164,26 @@ impl FalkorProjection {
 
     /// A memory's status as the graph holds it (tests and diagnostics; None: no node).
     pub async fn memory_status(&self, id: &MemoryId) -> MemoryResult<Option<String>> {
-        let values = self
-            .run(&[with_params(
+        let rows = self
+            .read(with_params(
                 "MATCH (m:Memory {id: $id}) RETURN m.status",
                 &[("id", Param::Text(id.0.clone()))],
-            )])
+            ))
             .await?;
-        Ok(values
-            .first()
-            .map(Self::rows)
-            .unwrap_or_default()
+        Ok(rows
             .first()
             .and_then(|row| row.first())
             .and_then(Self::text))
+    }
+
+    /// The rows of one read query; a statement error is an error.
+    async fn read(&self, query: String) -> MemoryResult<Vec<Vec<Value>>> {
+        let values = self.run(&[query]).await?;
+        match values.first() {
+            Some(Value::ServerError(error)) => Err(unavailable(format!("{error:?}"))),
+            Some(value) => Ok(Self::rows(value)),
+            None => Err(unavailable("no answer")),
+        }
     }
 
     fn number(value: &Value) -> Option<f64> {
@@ -248,24 +255,11 @@ impl Projection for FalkorProjection {
         if seeds.is_empty() {
             return Ok(Vec::new());
         }
-        let values = self
-            .run(&[with_params(
-                cypher::LINKS_AROUND,
-                &[
-                    (
-                        "seeds",
-                        Param::TextList(seeds.iter().map(|s| s.0.clone()).collect()),
-                    ),
-                    ("agent_id", Param::Text(agent.to_string())),
-                    ("limit", Param::Int(limit as i64)),
-                ],
-            )])
+        let params = cypher::links_params(agent, seeds, limit);
+        let rows = self
+            .read(with_params(cypher::LINKS_AROUND, &params))
             .await?;
-        let value = values.first().ok_or_else(|| unavailable("no answer"))?;
-        if let Value::ServerError(error) = value {
-            return Err(unavailable(format!("{error:?}")));
-        }
-        Ok(Self::rows(value)
+        Ok(rows
             .iter()
             .filter_map(|row| {
                 Some(Link {
@@ -286,22 +280,11 @@ impl Projection for FalkorProjection {
         decay: f64,
         limit: usize,
     ) -> MemoryResult<Vec<Activation>> {
-        let values = self
-            .run(&[with_params(
-                &cypher::activation(depth),
-                &[
-                    ("seed", Param::Text(seed.0.clone())),
-                    ("agent_id", Param::Text(agent.to_string())),
-                    ("decay", Param::Number(decay)),
-                    ("limit", Param::Int(limit as i64)),
-                ],
-            )])
+        let params = cypher::activation_params(agent, seed, decay, limit);
+        let rows = self
+            .read(with_params(&cypher::activation(depth), &params))
             .await?;
-        let value = values.first().ok_or_else(|| unavailable("no answer"))?;
-        if let Value::ServerError(error) = value {
-            return Err(unavailable(format!("{error:?}")));
-        }
-        Ok(Self::rows(value)
+        Ok(rows
             .iter()
             .filter_map(|row| {
                 Some(Activation {

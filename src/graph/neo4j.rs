@@ -166,14 +166,7 @@ impl Projection for Neo4jProjection {
         }
         let q = query(
             cypher::LINKS_AROUND,
-            &[
-                (
-                    "seeds",
-                    Param::TextList(seeds.iter().map(|s| s.0.clone()).collect()),
-                ),
-                ("agent_id", Param::Text(agent.to_string())),
-                ("limit", Param::Int(limit as i64)),
-            ],
+            &cypher::links_params(agent, seeds, limit),
         );
         self.within(async {
             let mut rows = self.graph.execute(q).await?;
@@ -208,12 +201,7 @@ impl Projection for Neo4jProjection {
     ) -> MemoryResult<Vec<Activation>> {
         let q = query(
             &cypher::activation(depth),
-            &[
-                ("seed", Param::Text(seed.0.clone())),
-                ("agent_id", Param::Text(agent.to_string())),
-                ("decay", Param::Number(decay)),
-                ("limit", Param::Int(limit as i64)),
-            ],
+            &cypher::activation_params(agent, seed, decay, limit),
         );
         self.within(async {
             let mut rows = self.graph.execute(q).await?;

@@ -29,6 +29,19 @@ pub struct ReadSource {
     pub answered_by: String,
 }
 
+impl ReadSource {
+    /// `backend` answered `read`; `fallback_reason` says why a projection did not.
+    fn new(read: &'static str, backend: &str, fallback_reason: Option<String>) -> Self {
+        Self {
+            read,
+            answered_by: match fallback_reason {
+                None => backend.to_string(),
+                Some(why) => format!("{backend} ({why})"),
+            },
+        }
+    }
+}
+
 /// Whether a projection may be read now.
 enum Readiness {
     /// No projection serves this read: the embedded backend is the configured one.
@@ -76,6 +89,38 @@ impl Runtime {
         }
     }
 
+    /// Ask the projection serving `reads` with `read` if it may be read now. `Ok` is its
+    /// answer with its name; `Err` says the fallback must answer, with the reason to
+    /// report (None: no projection serves these reads, nothing to report). Counts the
+    /// read either way.
+    async fn read_projection<T, F, Fut>(
+        &self,
+        reads: ProjectionReads,
+        read: F,
+    ) -> Result<(T, &'static str), Option<String>>
+    where
+        F: FnOnce(Arc<dyn Projection>) -> Fut,
+        Fut: std::future::Future<Output = MemoryResult<T>>,
+    {
+        let (index, reason) = match self.readiness(reads).await {
+            Readiness::NotConfigured => return Err(None),
+            Readiness::Unready(index, name, reason) => (index, format!("{name} {reason}")),
+            Readiness::Ready(index, projection) => {
+                let name = projection.name();
+                match read(projection).await {
+                    Ok(answer) => {
+                        self.inner.watermarks.count_read(index, true);
+                        return Ok((answer, name));
+                    }
+                    Err(error) => (index, format!("{name} failed: {error}")),
+                }
+            }
+        };
+        self.inner.watermarks.count_read(index, false);
+        tracing::debug!(%reason, "read answered by the embedded fallback");
+        Err(Some(reason))
+    }
+
     /// Nearest neighbours of `text` for recall: from the vector projection when it is
     /// caught up, else from the embedded index.
     pub(super) async fn nearest(
@@ -83,45 +128,24 @@ impl Runtime {
         text: &str,
         query: &VectorQuery,
     ) -> (MemoryResult<Vec<(MemoryId, f32)>>, ReadSource) {
-        let embedded = self.inner.index_backend;
-        let reason = match self.readiness(ProjectionReads::Vectors).await {
-            Readiness::NotConfigured => None,
-            Readiness::Unready(index, name, reason) => Some((index, format!("{name} {reason}"))),
-            Readiness::Ready(index, projection) => {
-                let answer = async {
-                    let vector = self
-                        .embed(vec![text.to_string()])
-                        .await?
-                        .pop()
-                        .unwrap_or_default();
-                    projection
-                        .nearest(&VectorQuery {
-                            vector,
-                            ..query.clone()
-                        })
-                        .await
-                }
-                .await;
-                match answer {
-                    Ok(hits) => {
-                        self.inner.watermarks.count_read(index, true);
-                        let source = ReadSource {
-                            read: "vector",
-                            answered_by: projection.name().to_string(),
-                        };
-                        return (Ok(hits), source);
-                    }
-                    Err(error) => Some((index, format!("{} failed: {}", projection.name(), error))),
-                }
-            }
-        };
-        let answered_by = match &reason {
-            None => embedded.to_string(),
-            Some((index, why)) => {
-                self.inner.watermarks.count_read(*index, false);
-                tracing::debug!(reason = %why, "vector read answered by the embedded index");
-                format!("{embedded} ({why})")
-            }
+        let projected = self
+            .read_projection(ProjectionReads::Vectors, |projection| async move {
+                let vector = self
+                    .embed(vec![text.to_string()])
+                    .await?
+                    .pop()
+                    .unwrap_or_default();
+                projection
+                    .nearest(&VectorQuery {
+                        vector,
+                        ..query.clone()
+                    })
+                    .await
+            })
+            .await;
+        let reason = match projected {
+            Ok((hits, name)) => return (Ok(hits), ReadSource::new("vector", name, None)),
+            Err(reason) => reason,
         };
         let hits = self
             .vectors(|reply| VectorsMsg::Search {
@@ -130,13 +154,8 @@ impl Runtime {
                 reply,
             })
             .await;
-        (
-            hits,
-            ReadSource {
-                read: "vector",
-                answered_by,
-            },
-        )
+        let source = ReadSource::new("vector", self.inner.index_backend, reason);
+        (hits, source)
     }
 
     /// The associations touching `seeds` (one hop): from the graph projection when it
@@ -147,24 +166,15 @@ impl Runtime {
         seeds: &[MemoryId],
         limit: usize,
     ) -> (MemoryResult<Vec<Link>>, ReadSource) {
-        let reason = match self.readiness(ProjectionReads::Graph).await {
-            Readiness::NotConfigured => None,
-            Readiness::Unready(index, name, reason) => Some((index, format!("{name} {reason}"))),
-            Readiness::Ready(index, projection) => {
-                match projection.links_around(agent, seeds, limit).await {
-                    Ok(links) => {
-                        self.inner.watermarks.count_read(index, true);
-                        let source = ReadSource {
-                            read: "graph",
-                            answered_by: projection.name().to_string(),
-                        };
-                        return (Ok(links), source);
-                    }
-                    Err(error) => Some((index, format!("{} failed: {}", projection.name(), error))),
-                }
-            }
+        let projected = self
+            .read_projection(ProjectionReads::Graph, |projection| async move {
+                projection.links_around(agent, seeds, limit).await
+            })
+            .await;
+        let reason = match projected {
+            Ok((links, name)) => return (Ok(links), ReadSource::new("graph", name, None)),
+            Err(reason) => reason,
         };
-        let answered_by = self.fallback_graph(reason);
         let edges = self
             .graph(|reply| GraphMsg::Around {
                 agent: agent.clone(),
@@ -177,10 +187,7 @@ impl Runtime {
             .map(|edges| edges.iter().map(Link::from).collect());
         (
             edges,
-            ReadSource {
-                read: "graph",
-                answered_by,
-            },
+            ReadSource::new("graph", self.inner.backends.1, reason),
         )
     }
 
@@ -194,24 +201,15 @@ impl Runtime {
         decay: f64,
         limit: usize,
     ) -> (MemoryResult<Vec<Activation>>, ReadSource) {
-        let reason = match self.readiness(ProjectionReads::Graph).await {
-            Readiness::NotConfigured => None,
-            Readiness::Unready(index, name, reason) => Some((index, format!("{name} {reason}"))),
-            Readiness::Ready(index, projection) => {
-                match projection.spread(agent, seed, depth, decay, limit).await {
-                    Ok(activations) => {
-                        self.inner.watermarks.count_read(index, true);
-                        let source = ReadSource {
-                            read: "graph",
-                            answered_by: projection.name().to_string(),
-                        };
-                        return (Ok(activations), source);
-                    }
-                    Err(error) => Some((index, format!("{} failed: {}", projection.name(), error))),
-                }
-            }
+        let projected = self
+            .read_projection(ProjectionReads::Graph, |projection| async move {
+                projection.spread(agent, seed, depth, decay, limit).await
+            })
+            .await;
+        let reason = match projected {
+            Ok((found, name)) => return (Ok(found), ReadSource::new("graph", name, None)),
+            Err(reason) => reason,
         };
-        let answered_by = self.fallback_graph(reason);
         let activations = self
             .graph(|reply| GraphMsg::Around {
                 agent: agent.clone(),
@@ -224,24 +222,8 @@ impl Runtime {
             .map(|edges| spread(seed, &edges, depth, decay, limit));
         (
             activations,
-            ReadSource {
-                read: "graph",
-                answered_by,
-            },
+            ReadSource::new("graph", self.inner.backends.1, reason),
         )
-    }
-
-    /// Count a fallback to the SQL graph and name it.
-    fn fallback_graph(&self, reason: Option<(usize, String)>) -> String {
-        let sql = self.inner.backends.1;
-        match reason {
-            None => sql.to_string(),
-            Some((index, why)) => {
-                self.inner.watermarks.count_read(index, false);
-                tracing::debug!(reason = %why, "graph read answered by the SQL graph");
-                format!("{sql} ({why})")
-            }
-        }
     }
 
     /// Session neighbours of `seeds` (from SQL; no projection holds sessions' order).
