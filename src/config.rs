@@ -233,6 +233,8 @@ pub struct RecallConfig {
     pub feedback_terms: usize,
     /// Penalty per hit already taken from the same session (0 turns it off).
     pub session_diversity: f64,
+    /// Score multiplier (1 + this) for memories attributed to someone the query names.
+    pub speaker_boost: f64,
 }
 
 /// `[dedup]`.
@@ -724,6 +726,7 @@ impl Settings {
             ("recall.neighbour_weight", self.recall.neighbour_weight),
             ("recall.working_weight", self.recall.working_weight),
             ("recall.feedback_weight", self.recall.feedback_weight),
+            ("recall.speaker_boost", self.recall.speaker_boost),
         ] {
             if !(0.0..=10.0).contains(&weight) {
                 return Err(bad(key, "must be between 0 and 10"));
@@ -951,7 +954,6 @@ impl Settings {
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
             default_importance: self.memory.default_importance,
-            rrf_k: 60.0,
             recall: mnemos_actors::runtime::RecallSettings {
                 vector_weight: self.recall.vector_weight,
                 keyword_weight: self.recall.keyword_weight,
@@ -965,6 +967,7 @@ impl Settings {
                 feedback_documents: self.recall.feedback_documents,
                 feedback_terms: self.recall.feedback_terms,
                 session_diversity: self.recall.session_diversity,
+                speaker_boost: self.recall.speaker_boost,
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,
@@ -1048,6 +1051,10 @@ mod tests {
             (
                 "recall.session_diversity",
                 Box::new(|s| s.recall.session_diversity = -0.1),
+            ),
+            (
+                "recall.speaker_boost",
+                Box::new(|s| s.recall.speaker_boost = -0.5),
             ),
             (
                 "storage.backend",

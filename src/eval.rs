@@ -6,7 +6,7 @@
 //! ranked `dia_id`s are scored. No LLM is involved.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -36,6 +36,10 @@ pub struct LocomoArgs {
     /// Turn a recall component off, for ablations (repeatable): vector, keyword, time, neighbours, rerank.
     #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "feedback", "rerank"])]
     pub without: Vec<String>,
+    /// Also write, as JSON lines, every turn's and question's embedding and each
+    /// question's top 100 with per-retriever scores: material for offline analysis.
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
 }
 
 /// One stored turn.
@@ -343,6 +347,75 @@ pub async fn run_locomo(settings: &Settings, args: LocomoArgs, json: bool) -> an
     Ok(())
 }
 
+/// Where `--dump` writes, and the embedder it embeds with.
+struct Dump {
+    /// The JSON-lines file.
+    out: std::io::BufWriter<std::fs::File>,
+    /// The same model the runtime embeds with.
+    embedder: std::sync::Arc<dyn mnemos_actors::embedding::Embedder>,
+}
+
+impl Dump {
+    /// One line per turn, then one per question with its top 100 and their components.
+    async fn sample(
+        &mut self,
+        runtime: &mnemos_actors::runtime::Runtime,
+        agent: &AgentId,
+        sample: &Sample,
+        id_to_dia: &HashMap<String, String>,
+    ) -> anyhow::Result<()> {
+        use std::io::Write;
+        let embed = |texts: Vec<&str>| {
+            self.embedder
+                .embed_batch(&texts)
+                .map_err(|e| anyhow::anyhow!(e.message))
+        };
+        let turn_vectors = embed(sample.turns.iter().map(|t| t.content.as_str()).collect())?;
+        let question_vectors = embed(sample.questions.iter().map(|q| q.text.as_str()).collect())?;
+        let mut lines = Vec::new();
+        for (turn, vector) in sample.turns.iter().zip(turn_vectors) {
+            lines.push(serde_json::json!({
+                "kind": "turn", "sample": sample.id, "dia_id": turn.dia_id,
+                "session": turn.session, "content": turn.content,
+                "occurred_at": turn.occurred_at, "vector": vector,
+            }));
+        }
+        for (question, vector) in sample.questions.iter().zip(question_vectors) {
+            let outcome = runtime
+                .recall(RecallInput {
+                    limit: Some(100),
+                    include_shared: false,
+                    debug: true,
+                    ..RecallInput::new(agent.clone(), question.text.clone())
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!(e.message))?;
+            let hits: Vec<Value> = outcome
+                .hits
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "dia_id": id_to_dia.get(&h.memory.id.0),
+                        "score": h.score,
+                        "components": h.components,
+                    })
+                })
+                .collect();
+            lines.push(serde_json::json!({
+                "kind": "question", "sample": sample.id, "text": question.text,
+                "category": question.category, "evidence": question.evidence,
+                "vector": vector, "hits": hits,
+            }));
+        }
+        for line in lines {
+            serde_json::to_writer(&mut self.out, &line)?;
+            self.out.write_all(b"\n")?;
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
 /// Run the protocol and return the report.
 pub async fn evaluate(settings: &Settings, args: &LocomoArgs) -> anyhow::Result<LocomoReport> {
     let raw = std::fs::read_to_string(&args.file)
@@ -370,15 +443,30 @@ pub async fn evaluate(settings: &Settings, args: &LocomoArgs) -> anyhow::Result<
     let dir = std::env::temp_dir().join(format!("mnemos-eval-{}", uuid::Uuid::now_v7()));
     settings.data_dir = dir.clone();
     settings.cognition.enabled = false;
-    let result = evaluate_in(&settings, &samples).await;
+    let result = evaluate_in(&settings, &samples, args.dump.as_deref()).await;
     if !args.keep {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
 }
 
-async fn evaluate_in(settings: &Settings, samples: &[Sample]) -> anyhow::Result<LocomoReport> {
+async fn evaluate_in(
+    settings: &Settings,
+    samples: &[Sample],
+    dump: Option<&Path>,
+) -> anyhow::Result<LocomoReport> {
     let services = Services::open(settings).await?;
+    let mut dump = match dump {
+        Some(path) => Some(Dump {
+            out: std::io::BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            ),
+            embedder: crate::embedding::from_settings(&settings.embedding)
+                .map_err(|e| anyhow::anyhow!(e.message))?,
+        }),
+        None => None,
+    };
     let runtime = services.runtime.clone();
     let mut remember_latencies = Vec::new();
     let mut recall_latencies = Vec::new();
@@ -428,6 +516,9 @@ async fn evaluate_in(settings: &Settings, samples: &[Sample]) -> anyhow::Result<
                 })
                 .collect();
             scores.push((question.category, score(&ranked, &question.evidence)));
+        }
+        if let Some(dump) = dump.as_mut() {
+            dump.sample(&runtime, &agent, sample, &id_to_dia).await?;
         }
     }
     let embedder = runtime

@@ -190,6 +190,10 @@ impl VectorIndex for HnswVectorIndex {
         merge_hits(hits, query.limit)
     }
 
+    fn similarity(&self, vector: &[f32], ids: &[MemoryId]) -> Vec<(MemoryId, f32)> {
+        self.flat.similarity_of(vector, ids)
+    }
+
     fn len(&self) -> usize {
         self.flat.len()
     }

@@ -33,7 +33,7 @@ use crate::policy::clustering::ClusterParams;
 use crate::policy::consistency::normalized_hash;
 use crate::policy::consolidation::ForgetPolicy;
 use crate::policy::consolidation::PromotePolicy;
-use crate::policy::fusion::{reciprocal_rank_fusion, RankedList, Retriever};
+use crate::policy::fusion::{score_fusion, NeighbourLink, RankedList, Retriever};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::schedule::{Schedule, ScheduleZone};
 use crate::policy::session::SessionSettings;
@@ -92,13 +92,13 @@ impl Default for Limits {
 /// How recall combines its retrievers.
 #[derive(Debug, Clone, Copy)]
 pub struct RecallSettings {
-    /// RRF weight of the vector retriever (0 disables it).
+    /// Fusion weight of the vector retriever (0 disables it).
     pub vector_weight: f64,
-    /// RRF weight of the keyword retriever (0 disables it).
+    /// Fusion weight of the keyword retriever (0 disables it).
     pub keyword_weight: f64,
-    /// RRF weight of the time retriever.
+    /// Fusion weight of the time retriever.
     pub time_weight: f64,
-    /// RRF weight of graph and session neighbours of the strongest hits (0 disables expansion).
+    /// Share of a strong hit's score its graph and session neighbours receive (0 disables expansion).
     pub neighbour_weight: f64,
     /// How many of the strongest hits are expanded.
     pub expansion_seeds: usize,
@@ -114,6 +114,9 @@ pub struct RecallSettings {
     pub feedback_documents: usize,
     /// Most feedback terms added to the query.
     pub feedback_terms: usize,
+    /// Score multiplier (1 + this) for a memory attributed to someone the query names
+    /// (`metadata.speaker`, or a transcript line "Alice: …"); 0 turns it off.
+    pub speaker_boost: f64,
     /// Penalty (0..1) per hit already taken from the same session when the final list
     /// is picked (`policy::fusion::diversify`); 0 keeps the plain score order.
     pub session_diversity: f64,
@@ -122,18 +125,19 @@ pub struct RecallSettings {
 impl Default for RecallSettings {
     fn default() -> Self {
         Self {
-            vector_weight: 0.5,
-            keyword_weight: 1.0,
-            time_weight: 0.5,
-            neighbour_weight: 0.5,
-            expansion_seeds: 5,
+            vector_weight: 0.6,
+            keyword_weight: 0.4,
+            time_weight: 0.25,
+            neighbour_weight: 0.3,
+            expansion_seeds: 40,
             session_radius: 1,
             rerank: true,
             working_weight: 0.5,
-            feedback_weight: 0.5,
+            feedback_weight: 0.0,
             feedback_documents: 3,
             feedback_terms: 5,
             session_diversity: 0.0,
+            speaker_boost: 0.5,
         }
     }
 }
@@ -195,8 +199,6 @@ pub struct RuntimeConfig {
     pub touch_flush_interval: Duration,
     /// Importance of a memory stored without one.
     pub default_importance: f32,
-    /// RRF constant k.
-    pub rrf_k: f64,
     /// Retriever weights and expansion.
     pub recall: RecallSettings,
     /// Cosine similarity at or above which a new memory of the same type is a near-duplicate.
@@ -246,7 +248,6 @@ impl Default for RuntimeConfig {
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
             default_importance: 0.5,
-            rrf_k: 60.0,
             recall: RecallSettings::default(),
             dedup_threshold: 0.92,
             contradiction_min_similarity: 0.6,
@@ -1461,57 +1462,63 @@ impl Runtime {
         Ok(())
     }
 
-    /// Association-graph neighbours and session neighbours of `seeds`, strongest seed first.
+    /// Links from `seeds` to their association-graph neighbours and to the turns next to
+    /// them in their sessions.
     async fn neighbours(
         &self,
         agent: &AgentId,
         seeds: &[MemoryId],
         radius: usize,
-    ) -> (MemoryResult<Vec<(MemoryId, f64)>>, ReadSource) {
+    ) -> (MemoryResult<Vec<NeighbourLink>>, ReadSource) {
         let ((edges, source), in_session) = tokio::join!(
             self.links_around(agent, seeds, 200),
             self.session_neighbours(seeds, radius),
         );
-        let ranked = match (edges, in_session) {
-            (Ok(edges), Ok(in_session)) => Ok(rank_neighbours(seeds, &edges, in_session)),
+        let links = match (edges, in_session) {
+            (Ok(edges), Ok(in_session)) => Ok(neighbour_links(seeds, &edges, in_session)),
             (Err(error), _) | (_, Err(error)) => Err(error),
         };
-        (ranked, source)
+        (links, source)
     }
 }
 
-/// Graph neighbours of each seed (strongest link first, strongest seed first), then
-/// session neighbours, each once.
-fn rank_neighbours(
+/// The links recall spreads relevance along: each association touching a seed (weighted
+/// by its strength; a `supersedes` edge leads to an outdated memory and is skipped), and
+/// each (seed, session neighbour) pair at full weight.
+fn neighbour_links(
     seeds: &[MemoryId],
     edges: &[crate::store::Link],
-    in_session: Vec<MemoryId>,
-) -> Vec<(MemoryId, f64)> {
-    let mut ranked: Vec<(MemoryId, f64)> = Vec::new();
+    in_session: Vec<(MemoryId, MemoryId)>,
+) -> Vec<NeighbourLink> {
+    let mut links: Vec<NeighbourLink> = Vec::new();
     for seed in seeds {
-        let mut linked: Vec<(MemoryId, f64)> = edges
-            .iter()
-            .filter_map(|e| {
-                let other = if e.from_id == *seed {
-                    &e.to_id
-                } else if e.to_id == *seed {
-                    &e.from_id
-                } else {
-                    return None;
-                };
-                // A supersedes edge leads to an outdated memory; not a useful neighbour.
-                (e.relation != "supersedes").then(|| (other.clone(), f64::from(e.weight)))
-            })
-            .collect();
-        // Ties by id: every graph backend then ranks the same way.
-        linked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        ranked.extend(linked);
+        for edge in edges {
+            let other = if edge.from_id == *seed {
+                &edge.to_id
+            } else if edge.to_id == *seed {
+                &edge.from_id
+            } else {
+                continue;
+            };
+            if edge.relation != "supersedes" {
+                links.push(NeighbourLink {
+                    seed: seed.clone(),
+                    neighbour: other.clone(),
+                    weight: f64::from(edge.weight).clamp(0.0, 1.0),
+                });
+            }
+        }
     }
-    ranked.extend(in_session.into_iter().map(|id| (id, 1.0)));
-    // A seed linked to another seed keeps the link: connection is evidence of relevance.
-    let mut seen = std::collections::HashSet::new();
-    ranked.retain(|(id, _)| seen.insert(id.clone()));
-    ranked
+    links.extend(
+        in_session
+            .into_iter()
+            .map(|(seed, neighbour)| NeighbourLink {
+                seed,
+                neighbour,
+                weight: 1.0,
+            }),
+    );
+    links
 }
 
 impl Runtime {
@@ -1701,7 +1708,7 @@ impl Runtime {
             (time_hits, time_ms),
             (window, working_ms),
         ) = tokio::join!(
-            timed(self.nearest(&search_text, &vector_query)),
+            timed(self.embed_and_search(&search_text, &vector_query)),
             timed(self.episodic(|reply| EpisodicMsg::KeywordSearch {
                 query: keyword_query.clone(),
                 reply,
@@ -1737,6 +1744,7 @@ impl Runtime {
             }),
         );
         let (vector_hits, vector_source) = vector_hits;
+        let (query_vector, vector_hits) = vector_hits?;
         let mut sources = vec![vector_source];
         let window: Vec<(MemoryId, String)> = window
             .into_iter()
@@ -1746,7 +1754,7 @@ impl Runtime {
             RankedList {
                 retriever: Retriever::Vector,
                 weight: settings.vector_weight,
-                hits: vector_hits?
+                hits: vector_hits
                     .into_iter()
                     .map(|(id, s)| (id, f64::from(s)))
                     .collect(),
@@ -1756,7 +1764,7 @@ impl Runtime {
                 weight: settings.keyword_weight,
                 hits: keyword_hits?,
             },
-            // The most recent memories of the range, so a query with no matching words still finds them.
+            // The memories of the range, so a query with no matching words still finds them.
             RankedList {
                 retriever: Retriever::Time,
                 weight: settings.time_weight,
@@ -1812,25 +1820,39 @@ impl Runtime {
             }
         }
         lists.retain(|l| l.weight > 0.0);
-        let mut fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
-        let mut expand_ms = 0.0;
-        if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !fused.is_empty() {
-            let seeds: Vec<MemoryId> = fused
+        // Every candidate is scored by its exact similarity to the query, whichever
+        // retriever found it.
+        let scores_similarity = settings.vector_weight > 0.0;
+        let candidates: Vec<MemoryId> = {
+            let mut seen = std::collections::HashSet::new();
+            lists
                 .iter()
-                .take(settings.expansion_seeds)
-                .map(|h| h.id.clone())
-                .collect();
-            let ((neighbours, graph_source), took) =
-                timed(self.neighbours(&input.agent_id, &seeds, settings.session_radius)).await;
-            expand_ms = took;
-            sources.push(graph_source);
-            lists.push(RankedList {
-                retriever: Retriever::Graph,
-                weight: settings.neighbour_weight,
-                hits: neighbours?,
-            });
-            fused = reciprocal_rank_fusion(&lists, self.inner.config.rrf_k);
-        }
+                .flat_map(|l| l.hits.iter().map(|(id, _)| id))
+                .filter(|id| seen.insert(*id))
+                .cloned()
+                .collect()
+        };
+        let (similarity, similarity_ms) = timed(async {
+            if scores_similarity {
+                self.similarity(&query_vector, &candidates).await
+            } else {
+                Ok(HashMap::new())
+            }
+        })
+        .await;
+        let similarity = similarity?;
+        // The best similarity among the candidates, to score memories the expansion adds.
+        let best_similarity = similarity
+            .values()
+            .copied()
+            .chain(
+                lists
+                    .iter()
+                    .filter(|l| l.retriever == Retriever::Vector)
+                    .flat_map(|l| l.hits.iter().map(|(_, s)| *s)),
+            )
+            .fold(0.0, f64::max);
+        let mut fused = score_fusion(&lists, &similarity);
         // Only the best candidates are worth reading back; filters rarely drop many of them.
         fused.truncate(fetch);
         let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
@@ -1839,11 +1861,108 @@ impl Runtime {
             reply,
         }))
         .await;
-        let memories = memories?;
+        let mut memories = memories?;
+        // A memory attributed to someone the question names ("what did Alice say …").
+        let asked_words = crate::policy::fusion::query_words(&input.query);
+        let attributed = |memory: &Memory| {
+            settings.speaker_boost > 0.0
+                && speaker_of(memory)
+                    .is_some_and(|s| crate::policy::fusion::names_speaker(&asked_words, s))
+        };
+        if settings.speaker_boost > 0.0 {
+            let named: std::collections::HashSet<&MemoryId> = memories
+                .iter()
+                .filter(|m| attributed(m))
+                .map(|m| &m.id)
+                .collect();
+            for hit in &mut fused {
+                if named.contains(&hit.id) {
+                    hit.score *= 1.0 + settings.speaker_boost;
+                }
+            }
+            crate::policy::fusion::sort_fused(&mut fused);
+        }
+        let mut expand_ms = 0.0;
+        if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !fused.is_empty() {
+            let started_expansion = Instant::now();
+            let seeds: Vec<MemoryId> = fused
+                .iter()
+                .take(settings.expansion_seeds)
+                .map(|h| h.id.clone())
+                .collect();
+            let (links, graph_source) = self
+                .neighbours(&input.agent_id, &seeds, settings.session_radius)
+                .await;
+            sources.push(graph_source);
+            let links = links?;
+            let known: std::collections::HashSet<MemoryId> =
+                fused.iter().map(|h| h.id.clone()).collect();
+            let mut added: Vec<MemoryId> = links
+                .iter()
+                .map(|l| l.neighbour.clone())
+                .filter(|id| !known.contains(id))
+                .collect();
+            added.sort();
+            added.dedup();
+            let (added_memories, added_similarity) = tokio::join!(self.get_many(&added), async {
+                if scores_similarity {
+                    self.similarity(&query_vector, &added).await
+                } else {
+                    Ok(HashMap::new())
+                }
+            });
+            let added_memories = added_memories?;
+            let added_similarity = added_similarity?;
+            // A memory the expansion adds scores on its own by its similarity alone.
+            let mut scores: HashMap<MemoryId, f64> =
+                fused.iter().map(|h| (h.id.clone(), h.score)).collect();
+            for memory in &added_memories {
+                let own = match added_similarity.get(&memory.id) {
+                    Some(value) if best_similarity > 0.0 => {
+                        settings.vector_weight * value.max(0.0) / best_similarity
+                    }
+                    _ => 0.0,
+                };
+                let boost = if attributed(memory) {
+                    1.0 + settings.speaker_boost
+                } else {
+                    1.0
+                };
+                scores.insert(memory.id.clone(), own * boost);
+            }
+            let lifted =
+                crate::policy::fusion::propagate(&scores, &links, settings.neighbour_weight);
+            for hit in &mut fused {
+                if let Some(score) = lifted.get(&hit.id) {
+                    hit.score = *score;
+                    hit.matched_by.push(Retriever::Graph);
+                    hit.matched_by.sort();
+                    hit.components.push((Retriever::Graph, *score));
+                }
+            }
+            for memory in &added_memories {
+                if let Some(score) = lifted.get(&memory.id) {
+                    let mut components = vec![(Retriever::Graph, *score)];
+                    if let Some(value) = added_similarity.get(&memory.id) {
+                        components.push((Retriever::Vector, *value));
+                    }
+                    fused.push(crate::policy::fusion::FusedHit {
+                        id: memory.id.clone(),
+                        score: *score,
+                        matched_by: vec![Retriever::Graph],
+                        components,
+                    });
+                }
+            }
+            memories.extend(added_memories);
+            crate::policy::fusion::sort_fused(&mut fused);
+            expand_ms = started_expansion.elapsed().as_secs_f64() * 1000.0;
+        }
         let isolated = self.isolated_among(&memories).await?;
         let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
         let now = self.now();
-        // The best possible fused score (rank 1 everywhere), to put relevance on 0..1.
+        // The best possible fused score (a perfect match of every main retriever), to put
+        // relevance on 0..1 before re-ranking.
         let max_fused = lists
             .iter()
             .filter(|l| l.retriever != Retriever::Time || time_window.is_some())
@@ -1855,7 +1974,7 @@ impl Runtime {
             })
             .map(|l| l.weight)
             .sum::<f64>()
-            / (self.inner.config.rrf_k + 1.0);
+            .max(f64::EPSILON);
         let mut hits: Vec<RecallHit> = fused
             .iter()
             .filter_map(|hit| {
@@ -1963,6 +2082,7 @@ impl Runtime {
                 ("working", working_ms),
                 ("feedback", feedback_ms),
                 ("fetch", fetch_ms),
+                ("similarity", similarity_ms),
             ],
             sources,
         })
@@ -2428,6 +2548,16 @@ impl Runtime {
     }
 }
 
+/// Who a memory is attributed to: `metadata.speaker` when it is a string, else the label
+/// of a transcript line ("Alice: …").
+fn speaker_of(memory: &Memory) -> Option<&str> {
+    memory
+        .metadata
+        .get("speaker")
+        .and_then(serde_json::Value::as_str)
+        .or_else(|| crate::policy::fusion::speaker_label(&memory.content))
+}
+
 /// The text a memory is embedded from: its title (if any) and content.
 pub fn embedding_text(memory: &Memory) -> String {
     match &memory.title {
@@ -2514,7 +2644,7 @@ fn validate_metadata(
 #[cfg(test)]
 mod tests {
     #[test]
-    fn neighbours_rank_by_seed_then_link_strength_then_id_each_once() {
+    fn neighbour_links_follow_associations_and_sessions_but_not_supersedes() {
         let id = |s: &str| crate::model::MemoryId(s.to_string());
         let link = |from: &str, to: &str, relation: &str, weight: f32| crate::store::Link {
             from_id: id(from),
@@ -2523,19 +2653,20 @@ mod tests {
             weight,
         };
         let edges = [
-            link("s1", "c", "related_to", 0.5),
-            link("b", "s1", "related_to", 0.5),
-            link("s1", "a", "related_to", 0.9),
+            link("s1", "a", "related_to", 0.5),
+            link("b", "s1", "related_to", 0.25),
             link("s1", "old", "supersedes", 1.0),
-            link("s2", "a", "related_to", 0.7),
-            link("s2", "d", "related_to", 0.6),
+            link("x", "y", "related_to", 1.0),
         ];
-        // Edge order from the backend does not matter.
-        for edges in [edges.to_vec(), edges.iter().rev().cloned().collect()] {
-            let ranked = rank_neighbours(&[id("s1"), id("s2")], &edges, vec![id("e"), id("c")]);
-            let ids: Vec<&str> = ranked.iter().map(|(m, _)| m.0.as_str()).collect();
-            assert_eq!(ids, ["a", "b", "c", "d", "e"]);
-        }
+        let links = neighbour_links(&[id("s1")], &edges, vec![(id("s1"), id("next"))]);
+        let found: Vec<(&str, &str, f64)> = links
+            .iter()
+            .map(|l| (l.seed.0.as_str(), l.neighbour.0.as_str(), l.weight))
+            .collect();
+        assert_eq!(
+            found,
+            [("s1", "a", 0.5), ("s1", "b", 0.25), ("s1", "next", 1.0)]
+        );
     }
 
     use super::*;

@@ -45,11 +45,12 @@ pub enum EpisodicMsg {
         at: DateTime<Utc>,
         reply: Reply<()>,
     },
-    /// Neighbouring memories of several memories in their sessions, in the order of `ids`.
+    /// Neighbouring memories of several memories in their sessions, as (seed, neighbour)
+    /// pairs in the order of `ids`.
     SessionNeighbours {
         ids: Vec<MemoryId>,
         radius: usize,
-        reply: Reply<Vec<MemoryId>>,
+        reply: Reply<Vec<(MemoryId, MemoryId)>>,
     },
     /// Read several memories.
     GetMany {
@@ -242,7 +243,13 @@ impl Actor for EpisodicActor {
                     let mut neighbours = Vec::new();
                     for id in &ids {
                         if let Some(memory) = memories.iter().find(|m| m.id == *id) {
-                            neighbours.extend(store.session_neighbours(memory, radius).await?);
+                            neighbours.extend(
+                                store
+                                    .session_neighbours(memory, radius)
+                                    .await?
+                                    .into_iter()
+                                    .map(|neighbour| (id.clone(), neighbour)),
+                            );
                         }
                     }
                     Ok(neighbours)

@@ -40,6 +40,12 @@ pub enum VectorsMsg {
         query: VectorQuery,
         reply: Reply<Vec<(MemoryId, f32)>>,
     },
+    /// Exact similarity of a query vector to given memories (recall's candidates).
+    Similarity {
+        vector: Vec<f32>,
+        ids: Vec<MemoryId>,
+        reply: Reply<Vec<(MemoryId, f32)>>,
+    },
     /// Several searches with given vectors, in one blocking task (deduplication of a batch).
     SearchMany {
         queries: Vec<VectorQuery>,
@@ -242,6 +248,9 @@ impl Actor for VectorsActor {
                     });
                     let _ = reply.send(result);
                 });
+            }
+            VectorsMsg::Similarity { vector, ids, reply } => {
+                let _ = reply.send(Ok(state.index.similarity(&vector, &ids)));
             }
             VectorsMsg::SearchMany { queries, reply } => {
                 let index = state.index.clone();

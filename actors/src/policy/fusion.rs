@@ -1,4 +1,5 @@
-//! Rank fusion: combine ranked lists from independent retrievers into one ranking.
+//! Fusion: combine the candidates of independent retrievers into one ranking, spread
+//! relevance to neighbours, and recognise who a transcript line is attributed to.
 
 use std::collections::HashMap;
 
@@ -127,12 +128,19 @@ pub struct FusedHit {
     pub components: Vec<(Retriever, f64)>,
 }
 
-/// Weighted reciprocal rank fusion: score = Σ weight / (k + rank), rank from 1.
-/// Ties break by id so the result is deterministic.
-pub fn reciprocal_rank_fusion(lists: &[RankedList], k: f64) -> Vec<FusedHit> {
+/// Weighted score fusion. Each retriever's raw scores are put on 0..1 by the best score
+/// of its list (negative scores count as 0; a list whose best is not positive counts 1
+/// for each hit) and added with the retriever's weight. The vector term is special: every
+/// candidate, whichever retriever found it, is scored by its exact similarity to the query
+/// (`similarity`, falling back to the vector list's own score), divided by the best
+/// similarity among the candidates, so a memory the keyword search found just outside the
+/// vector list's depth keeps its semantic evidence. Unlike rank fusion, a clear winner
+/// stays ahead of a crowd of near-misses. Ties break by id so the result is deterministic.
+pub fn score_fusion(lists: &[RankedList], similarity: &HashMap<MemoryId, f64>) -> Vec<FusedHit> {
     let mut by_id: HashMap<&MemoryId, FusedHit> = HashMap::new();
     for list in lists {
-        for (rank, (id, raw)) in list.hits.iter().enumerate() {
+        let best = list.hits.iter().map(|(_, raw)| *raw).fold(0.0, f64::max);
+        for (id, raw) in &list.hits {
             let entry = by_id.entry(id).or_insert_with(|| FusedHit {
                 id: id.clone(),
                 score: 0.0,
@@ -142,17 +150,121 @@ pub fn reciprocal_rank_fusion(lists: &[RankedList], k: f64) -> Vec<FusedHit> {
             if entry.matched_by.contains(&list.retriever) {
                 continue;
             }
-            entry.score += list.weight / (k + rank as f64 + 1.0);
             entry.matched_by.push(list.retriever);
             entry.components.push((list.retriever, *raw));
+            if list.retriever != Retriever::Vector {
+                let share = if best > 0.0 {
+                    (raw / best).max(0.0)
+                } else {
+                    1.0
+                };
+                entry.score += list.weight * share;
+            }
+        }
+    }
+    if let Some(vector) = lists.iter().find(|l| l.retriever == Retriever::Vector) {
+        let found: HashMap<&MemoryId, f64> = vector.hits.iter().map(|(id, s)| (id, *s)).collect();
+        let cosine = |id: &MemoryId| similarity.get(id).or_else(|| found.get(id)).copied();
+        let best = by_id.keys().filter_map(|id| cosine(id)).fold(0.0, f64::max);
+        if best > 0.0 {
+            for (id, hit) in &mut by_id {
+                if let Some(value) = cosine(id) {
+                    hit.score += vector.weight * value.max(0.0) / best;
+                    if !hit.matched_by.contains(&Retriever::Vector) {
+                        hit.components.push((Retriever::Vector, value));
+                    }
+                }
+            }
         }
     }
     let mut fused: Vec<FusedHit> = by_id.into_values().collect();
     for hit in &mut fused {
         hit.matched_by.sort();
     }
-    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    sort_fused(&mut fused);
     fused
+}
+
+/// Best score first, ties by id.
+pub fn sort_fused(fused: &mut [FusedHit]) {
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+}
+
+/// A link from a strong hit (the seed) to a memory next to it: an association of the
+/// graph, or the neighbouring turn of the same session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NeighbourLink {
+    /// The strong hit.
+    pub seed: MemoryId,
+    /// The memory next to it.
+    pub neighbour: MemoryId,
+    /// Strength of the link (1 for session neighbours, the association's weight otherwise).
+    pub weight: f64,
+}
+
+/// Spread relevance along links: a neighbour's score becomes at least its own score
+/// (`scores`, 0 when absent) plus `share` × its seed's score × the link's weight. Seeds
+/// are read before anything spreads, so relevance moves one hop and never cascades.
+/// Returns the memories whose score rose, with their new score.
+pub fn propagate(
+    scores: &HashMap<MemoryId, f64>,
+    links: &[NeighbourLink],
+    share: f64,
+) -> HashMap<MemoryId, f64> {
+    let mut lifted: HashMap<MemoryId, f64> = HashMap::new();
+    for link in links {
+        if link.seed == link.neighbour {
+            continue;
+        }
+        let seed = scores.get(&link.seed).copied().unwrap_or(0.0);
+        let own = scores.get(&link.neighbour).copied().unwrap_or(0.0);
+        let candidate = own + share * seed * link.weight;
+        if candidate > own {
+            let entry = lifted.entry(link.neighbour.clone()).or_insert(candidate);
+            *entry = entry.max(candidate);
+        }
+    }
+    lifted
+}
+
+/// The speaker a memory's content is attributed to, when it is written as a transcript
+/// line ("Alice: …", "Dr Smith: …"): a label of one to three words of letters before a
+/// colon at the very start (not a URL scheme, not a time such as "10:30").
+pub fn speaker_label(content: &str) -> Option<&str> {
+    let (label, rest) = content.split_once(':')?;
+    let label = label.trim();
+    let words: Vec<&str> = label.split_whitespace().collect();
+    let wordlike = |w: &&str| {
+        w.chars().next().is_some_and(char::is_alphabetic)
+            && w.chars()
+                .all(|c| c.is_alphabetic() || matches!(c, '\'' | '-' | '.' | '_'))
+    };
+    let ok = !words.is_empty()
+        && words.len() <= 3
+        && label.chars().count() <= 40
+        && words.iter().all(wordlike)
+        && !rest.starts_with("//");
+    ok.then_some(label)
+}
+
+/// The lower-cased words of a query, for `names_speaker`.
+pub fn query_words(query: &str) -> std::collections::HashSet<String> {
+    query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Whether the query (its `query_words`) names `speaker`: every word of the label, whole
+/// words, any case ("what did alice say" names "Alice"; "Alice's plan" too).
+pub fn names_speaker(query_words: &std::collections::HashSet<String>, speaker: &str) -> bool {
+    let mut words = speaker
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .peekable();
+    words.peek().is_some() && words.all(|w| query_words.contains(&w))
 }
 
 /// Greedy diversification over groups (sessions): pick up to `limit` items, each time
@@ -261,48 +373,103 @@ mod tests {
     }
 
     #[test]
-    fn agreement_beats_a_single_top_rank() {
+    fn score_fusion_keeps_magnitudes_and_scores_every_candidate_by_similarity() {
         let lists = vec![
             RankedList {
                 retriever: Retriever::Vector,
-                weight: 1.0,
-                hits: vec![(id("a"), 0.9), (id("b"), 0.8)],
+                weight: 0.6,
+                hits: vec![(id("a"), 0.8), (id("b"), 0.4)],
             },
             RankedList {
                 retriever: Retriever::Keyword,
-                weight: 1.0,
-                hits: vec![(id("c"), 9.0), (id("b"), 5.0)],
+                weight: 0.4,
+                hits: vec![(id("c"), 10.0), (id("b"), 9.0), (id("d"), 1.0)],
             },
         ];
-        let fused = reciprocal_rank_fusion(&lists, 60.0);
-        assert_eq!(fused[0].id, id("b"));
+        // "c" and "d" were not in the vector list; their exact similarity still counts.
+        let similarity: HashMap<MemoryId, f64> =
+            [(id("c"), 0.6), (id("d"), -0.2)].into_iter().collect();
+        let fused = score_fusion(&lists, &similarity);
+        let score = |name: &str| fused.iter().find(|h| h.id == id(name)).unwrap().score;
+        assert!((score("a") - 0.6).abs() < 1e-9);
+        assert!((score("b") - (0.6 * 0.5 + 0.4 * 0.9)).abs() < 1e-9);
+        assert!((score("c") - (0.6 * 0.75 + 0.4)).abs() < 1e-9);
+        // Negative similarity adds nothing.
+        assert!((score("d") - 0.04).abs() < 1e-9);
+        let order: Vec<&str> = fused.iter().map(|h| h.id.0.as_str()).collect();
+        assert_eq!(order, ["c", "b", "a", "d"]);
+        let c = fused.iter().find(|h| h.id == id("c")).unwrap();
+        // Found by keyword only; its similarity shows in the components.
+        assert_eq!(c.matched_by, vec![Retriever::Keyword]);
+        assert!(c.components.contains(&(Retriever::Vector, 0.6)));
+        assert!(score_fusion(&[], &HashMap::new()).is_empty());
+    }
+
+    #[test]
+    fn a_list_without_positive_scores_counts_each_hit_fully() {
+        let lists = vec![RankedList {
+            retriever: Retriever::Time,
+            weight: 0.5,
+            hits: vec![(id("a"), 0.0), (id("b"), 0.0)],
+        }];
+        let fused = score_fusion(&lists, &HashMap::new());
+        assert!(fused.iter().all(|h| (h.score - 0.5).abs() < 1e-9));
+        assert_eq!(fused[0].id, id("a"));
+    }
+
+    #[test]
+    fn relevance_spreads_one_hop_along_links() {
+        let link = |seed: &str, neighbour: &str, weight: f64| NeighbourLink {
+            seed: id(seed),
+            neighbour: id(neighbour),
+            weight,
+        };
+        let scores: HashMap<MemoryId, f64> = [(id("s"), 1.0), (id("n"), 0.2), (id("t"), 0.5)]
+            .into_iter()
+            .collect();
+        let links = [
+            link("s", "n", 1.0),
+            link("s", "new", 0.5),
+            link("t", "n", 1.0),
+            link("n", "far", 1.0),
+            link("s", "s", 1.0),
+        ];
+        let lifted = propagate(&scores, &links, 0.3);
+        // n: own 0.2 + 0.3 · 1.0 (the stronger of its two seeds).
+        assert!((lifted[&id("n")] - 0.5).abs() < 1e-9);
+        assert!((lifted[&id("new")] - 0.15).abs() < 1e-9);
+        // One hop only: "far" hangs off n's own score, not its lifted one.
+        assert!((lifted[&id("far")] - 0.06).abs() < 1e-9);
+        assert!(!lifted.contains_key(&id("s")));
+        assert!(propagate(&scores, &links, 0.0).is_empty());
+    }
+
+    #[test]
+    fn transcript_lines_name_their_speaker() {
+        assert_eq!(speaker_label("Alice: I moved to Tokyo"), Some("Alice"));
         assert_eq!(
-            fused[0].matched_by,
-            vec![Retriever::Vector, Retriever::Keyword]
+            speaker_label("Dr. Jane Smith: hello"),
+            Some("Dr. Jane Smith")
         );
-        assert_eq!(fused.len(), 3);
-    }
-
-    #[test]
-    fn empty_lists_fuse_to_nothing() {
-        assert!(reciprocal_rank_fusion(&[], 60.0).is_empty());
-    }
-
-    #[test]
-    fn weights_shift_the_order() {
-        let lists = vec![
-            RankedList {
-                retriever: Retriever::Vector,
-                weight: 0.5,
-                hits: vec![(id("a"), 0.9)],
-            },
-            RankedList {
-                retriever: Retriever::Keyword,
-                weight: 2.0,
-                hits: vec![(id("c"), 9.0)],
-            },
-        ];
-        let fused = reciprocal_rank_fusion(&lists, 60.0);
-        assert_eq!(fused[0].id, id("c"));
+        assert_eq!(speaker_label("user: deploy it"), Some("user"));
+        assert_eq!(speaker_label("see https://example.com"), None);
+        assert_eq!(speaker_label("https://example.com: the docs"), None);
+        assert_eq!(speaker_label("The meeting is at 10:30"), None);
+        assert_eq!(speaker_label("Note to self"), None);
+        assert_eq!(speaker_label("a b c d: too long a label"), None);
+        assert_eq!(speaker_label(": empty"), None);
+        let words = query_words("What did Alice's team ship in May?");
+        assert!(names_speaker(&words, "Alice"));
+        assert!(names_speaker(&words, "alice"));
+        assert!(!names_speaker(&words, "Bob"));
+        assert!(!names_speaker(
+            &query_words("what did Jane say"),
+            "Dr. Jane Smith"
+        ));
+        assert!(names_speaker(
+            &query_words("what did Jane Smith say, Dr"),
+            "Dr. Jane Smith"
+        ));
+        assert!(!names_speaker(&words, "..."));
     }
 }

@@ -8,6 +8,7 @@
 //! embedded index and the SQL graph are always kept, so a fallback answers the same
 //! question over the same data.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Runtime;
@@ -121,26 +122,15 @@ impl Runtime {
         Err(Some(reason))
     }
 
-    /// Nearest neighbours of `text` for recall: from the vector projection when it is
-    /// caught up, else from the embedded index.
+    /// Nearest neighbours of `query.vector` for recall: from the vector projection when
+    /// it is caught up, else from the embedded index.
     pub(super) async fn nearest(
         &self,
-        text: &str,
         query: &VectorQuery,
     ) -> (MemoryResult<Vec<(MemoryId, f32)>>, ReadSource) {
         let projected = self
             .read_projection(ProjectionReads::Vectors, |projection| async move {
-                let vector = self
-                    .embed(vec![text.to_string()])
-                    .await?
-                    .pop()
-                    .unwrap_or_default();
-                projection
-                    .nearest(&VectorQuery {
-                        vector,
-                        ..query.clone()
-                    })
-                    .await
+                projection.nearest(query).await
             })
             .await;
         let reason = match projected {
@@ -149,13 +139,60 @@ impl Runtime {
         };
         let hits = self
             .vectors(|reply| VectorsMsg::Search {
-                text: Some(text.to_string()),
+                text: None,
                 query: query.clone(),
                 reply,
             })
             .await;
         let source = ReadSource::new("vector", self.inner.index_backend, reason);
         (hits, source)
+    }
+
+    /// Embed the query, then its nearest neighbours (`nearest`); the vector comes back
+    /// too, to score candidates other retrievers find.
+    pub(super) async fn embed_and_search(
+        &self,
+        text: &str,
+        query: &VectorQuery,
+    ) -> (MemoryResult<(Vec<f32>, Vec<(MemoryId, f32)>)>, ReadSource) {
+        let vector = match self.embed(vec![text.to_string()]).await {
+            Ok(mut vectors) => vectors.pop().unwrap_or_default(),
+            Err(error) => {
+                return (
+                    Err(error),
+                    ReadSource::new("vector", self.inner.index_backend, None),
+                )
+            }
+        };
+        let query = VectorQuery {
+            vector,
+            ..query.clone()
+        };
+        let (hits, source) = self.nearest(&query).await;
+        (hits.map(|hits| (query.vector, hits)), source)
+    }
+
+    /// Exact similarity of `vector` to `ids`, from the embedded index (which holds every
+    /// active memory's vector whichever projection serves nearest-neighbour reads).
+    pub(super) async fn similarity(
+        &self,
+        vector: &[f32],
+        ids: &[MemoryId],
+    ) -> MemoryResult<HashMap<MemoryId, f64>> {
+        if ids.is_empty() || vector.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let scored = self
+            .vectors(|reply| VectorsMsg::Similarity {
+                vector: vector.to_vec(),
+                ids: ids.to_vec(),
+                reply,
+            })
+            .await?;
+        Ok(scored
+            .into_iter()
+            .map(|(id, score)| (id, f64::from(score)))
+            .collect())
     }
 
     /// The associations touching `seeds` (one hop): from the graph projection when it
@@ -226,12 +263,13 @@ impl Runtime {
         )
     }
 
-    /// Session neighbours of `seeds` (from SQL; no projection holds sessions' order).
+    /// Session neighbours of `seeds` as (seed, neighbour) pairs (from SQL; no projection
+    /// holds sessions' order).
     pub(super) async fn session_neighbours(
         &self,
         seeds: &[MemoryId],
         radius: usize,
-    ) -> MemoryResult<Vec<MemoryId>> {
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
         self.episodic(|reply| EpisodicMsg::SessionNeighbours {
             ids: seeds.to_vec(),
             radius,

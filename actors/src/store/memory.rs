@@ -719,6 +719,14 @@ impl FlatPartition {
         true
     }
 
+    /// The dot product of `query` with the vector stored for `id`, if it is here.
+    pub fn similarity(&self, query: &[f32], id: &MemoryId) -> Option<f32> {
+        let dimension = query.len();
+        let slot = *self.slots.get(id)?;
+        let vector = self.vectors.get(slot * dimension..(slot + 1) * dimension)?;
+        Some(dot(query, vector))
+    }
+
     /// Exact top-`limit` by dot product, honouring a type filter.
     pub fn search(
         &self,
@@ -851,6 +859,19 @@ impl FlatVectorIndex {
             .unwrap_or_default()
     }
 
+    /// Exact similarity of `vector` to each of `ids` that is indexed (in its first partition).
+    pub fn similarity_of(&self, vector: &[f32], ids: &[MemoryId]) -> Vec<(MemoryId, f32)> {
+        let locations = self.locations.read().expect("vector index lock poisoned");
+        let partitions = self.partitions.read().expect("vector index lock poisoned");
+        ids.iter()
+            .filter_map(|id| {
+                let key = locations.get(id)?.first()?;
+                let score = partitions.get(key)?.similarity(vector, id)?;
+                Some((id.clone(), score))
+            })
+            .collect()
+    }
+
     /// The type of an indexed memory, if indexed.
     pub fn contains(&self, id: &MemoryId) -> bool {
         self.locations
@@ -921,6 +942,10 @@ impl VectorIndex for FlatVectorIndex {
             .write()
             .expect("vector index lock poisoned")
             .clear();
+    }
+
+    fn similarity(&self, vector: &[f32], ids: &[MemoryId]) -> Vec<(MemoryId, f32)> {
+        self.similarity_of(vector, ids)
     }
 
     fn search(&self, query: &VectorQuery) -> Vec<(MemoryId, f32)> {

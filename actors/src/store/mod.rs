@@ -537,6 +537,9 @@ pub trait VectorIndex: Send + Sync + 'static {
     fn clear(&self);
     /// Cosine-similarity search, best first; a memory appears at most once.
     fn search(&self, query: &VectorQuery) -> Vec<(MemoryId, f32)>;
+    /// Exact cosine similarity of `vector` to each of `ids` that is indexed (others are
+    /// left out): recall scores every candidate a retriever found, not only the nearest.
+    fn similarity(&self, vector: &[f32], ids: &[MemoryId]) -> Vec<(MemoryId, f32)>;
     /// Number of indexed vectors.
     fn len(&self) -> usize;
     /// True when nothing is indexed.
