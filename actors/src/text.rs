@@ -141,12 +141,37 @@ pub fn is_stopword(word: &str) -> bool {
     STOPWORDS.binary_search(&word).is_ok()
 }
 
-/// Lower-cased alphanumeric words of `text`, stop words removed: the terms the keyword index matches.
+/// Lower-cased alphanumeric words of `text`, stop words removed: the words of a text
+/// that carry its meaning (what feedback terms and working-memory matches compare).
 pub fn search_terms(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(|w| w.to_lowercase())
         .filter(|w| !is_stopword(w))
+        .collect()
+}
+
+/// Names the form of `keyword_terms`. A store records it beside its keyword index and
+/// re-derives the index on open when it differs, so an upgrade never searches stems
+/// against unstemmed postings.
+pub const KEYWORD_TERMS_VERSION: &str = "search-terms+snowball-english";
+
+/// The terms the keyword index holds and a keyword query matches: `search_terms`, each
+/// reduced to its English (Snowball) stem, so "camping", "camped" and "camps" find one
+/// another. Words with digits are kept whole ("v2", "2023").
+pub fn keyword_terms(text: &str) -> Vec<String> {
+    static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> = std::sync::LazyLock::new(|| {
+        rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English)
+    });
+    search_terms(text)
+        .into_iter()
+        .map(|word| {
+            if word.chars().any(|c| c.is_ascii_digit()) {
+                word
+            } else {
+                STEMMER.stem(&word).into_owned()
+            }
+        })
         .collect()
 }
 
@@ -235,5 +260,17 @@ mod tests {
             search_terms("What is the API rate-limit?"),
             vec!["api", "rate", "limit"]
         );
+    }
+
+    #[test]
+    fn keyword_terms_share_stems_and_keep_numbers_whole() {
+        assert_eq!(keyword_terms("camping"), keyword_terms("camped"));
+        assert_eq!(keyword_terms("Researching"), keyword_terms("research"));
+        assert_eq!(keyword_terms("the kids' paintings"), vec!["kid", "paint"]);
+        assert_eq!(
+            keyword_terms("v2 released 2023"),
+            vec!["v2", "releas", "2023"]
+        );
+        assert!(keyword_terms("the and of").is_empty());
     }
 }

@@ -39,7 +39,7 @@ use mnemos_actors::store::{
     MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
     StoredMemory, FORGET_REASONS,
 };
-use mnemos_actors::text::search_terms;
+use mnemos_actors::text::{keyword_terms, KEYWORD_TERMS_VERSION};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{ConnectOptions, Connection, Postgres, QueryBuilder, Row};
@@ -146,7 +146,7 @@ fn postings(memory: &Memory) -> Vec<String> {
         Some(title) => format!("{title} {}", memory.content),
         None => memory.content.clone(),
     };
-    let terms: Vec<String> = search_terms(&text).iter().map(|t| fold(t)).collect();
+    let terms: Vec<String> = keyword_terms(&text).iter().map(|t| fold(t)).collect();
     let prefix = agent_term_prefix(&memory.agent_id);
     let mut out: Vec<String> = terms
         .iter()
@@ -614,7 +614,86 @@ impl PostgresStore {
             .await
             .map_err(|e| unavailable(e.message))?;
         store.migrate().await.map_err(|e| unavailable(e.message))?;
+        store
+            .refresh_keyword_index()
+            .await
+            .map_err(|e| unavailable(e.message))?;
         Ok(store)
+    }
+
+    /// Re-derive the keyword index when it was written with another form of terms
+    /// (`KEYWORD_TERMS_VERSION`, recorded in `store_meta`), as the SQLite store does;
+    /// under the write lock, so replicas starting together do it once.
+    async fn refresh_keyword_index(&self) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
+        let recorded: Option<String> =
+            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        if recorded.as_deref() == Some(KEYWORD_TERMS_VERSION) {
+            return Ok(());
+        }
+        sqlx::query("DELETE FROM memory_search")
+            .execute(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+        let mut after = String::new();
+        let mut rewritten = 0usize;
+        loop {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories \
+                 WHERE status = 'active' AND id > $1 ORDER BY id LIMIT 2000"
+            )))
+            .bind(&after)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+            if rows.is_empty() {
+                break;
+            }
+            let memories = rows
+                .iter()
+                .map(memory_from_row)
+                .collect::<MemoryResult<Vec<Memory>>>()?;
+            if let Some(last) = memories.last() {
+                after = last.id.0.clone();
+            }
+            rewritten += memories.len();
+            let mut builder: QueryBuilder<Postgres> =
+                QueryBuilder::new("INSERT INTO memory_search (memory_id, terms, tf, length) ");
+            builder.push_values(memories, |mut row, memory| {
+                let search = search_row(&memory);
+                row.push_bind(memory.id.0.clone())
+                    .push("array_to_tsvector(CAST(")
+                    .push_bind_unseparated(search.terms)
+                    .push_unseparated(" AS text[]))")
+                    .push_bind(Json(search.tf))
+                    .push_bind(search.length);
+            });
+            builder
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        }
+        sqlx::query(
+            "INSERT INTO store_meta (key, value) VALUES ('keyword_terms', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(KEYWORD_TERMS_VERSION)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend_error)?;
+        tx.commit().await.map_err(backend_error)?;
+        if rewritten > 0 {
+            tracing::info!(
+                memories = rewritten,
+                terms = KEYWORD_TERMS_VERSION,
+                "keyword index re-derived"
+            );
+        }
+        Ok(())
     }
 
     /// Create the first schema of the search path when the connection has none.
@@ -944,7 +1023,7 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
-        let mut terms = search_terms(&query.text);
+        let mut terms = keyword_terms(&query.text);
         terms.sort();
         terms.dedup();
         if terms.is_empty() || query.limit == 0 {

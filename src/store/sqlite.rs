@@ -21,7 +21,7 @@ use mnemos_actors::store::{
     MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
     StoredMemory, FORGET_REASONS,
 };
-use mnemos_actors::text::search_terms;
+use mnemos_actors::text::{keyword_terms, KEYWORD_TERMS_VERSION};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -156,7 +156,7 @@ fn fts_terms(memory: &Memory) -> String {
         Some(title) => format!("{title} {}", memory.content),
         None => memory.content.clone(),
     };
-    let terms = search_terms(&text);
+    let terms = keyword_terms(&text);
     let prefix = agent_term_prefix(&memory.agent_id);
     let mut out = String::with_capacity(text.len() * 2);
     for term in &terms {
@@ -390,7 +390,75 @@ impl SqliteStore {
             })?;
         let store = Self { pool };
         store.migrate().await?;
+        store.refresh_keyword_index().await?;
         Ok(store)
+    }
+
+    /// Re-derive the keyword index when it was written with another form of terms
+    /// (`KEYWORD_TERMS_VERSION`, recorded in `store_meta`): after an upgrade that
+    /// changes the terms, queries would otherwise miss what the old index spelled
+    /// differently. One write transaction; a fresh database just records the version.
+    async fn refresh_keyword_index(&self) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
+        let recorded: Option<(String,)> =
+            sqlx::query_as("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        if recorded
+            .as_ref()
+            .is_some_and(|(v,)| v == KEYWORD_TERMS_VERSION)
+        {
+            return Ok(());
+        }
+        sqlx::query("DELETE FROM memories_fts")
+            .execute(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+        let mut after: i64 = 0;
+        let mut rewritten = 0usize;
+        loop {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT rowid, {MEMORY_COLUMNS} FROM memories \
+                 WHERE status = 'active' AND rowid > ? ORDER BY rowid LIMIT 2000"
+            )))
+            .bind(after)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+            let Some(last) = rows.last() else { break };
+            after = last.try_get("rowid").map_err(backend_error)?;
+            let mut builder: QueryBuilder<Sqlite> =
+                QueryBuilder::new("INSERT INTO memories_fts (rowid, terms) ");
+            let mut entries = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let rowid: i64 = row.try_get("rowid").map_err(backend_error)?;
+                entries.push((rowid, fts_terms(&memory_from_row(row)?)));
+            }
+            rewritten += entries.len();
+            builder.push_values(entries, |mut row, (rowid, terms)| {
+                row.push_bind(rowid).push_bind(terms);
+            });
+            builder
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        }
+        sqlx::query("INSERT OR REPLACE INTO store_meta (key, value) VALUES ('keyword_terms', ?)")
+            .bind(KEYWORD_TERMS_VERSION)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+        tx.commit().await.map_err(backend_error)?;
+        if rewritten > 0 {
+            tracing::info!(
+                memories = rewritten,
+                terms = KEYWORD_TERMS_VERSION,
+                "keyword index re-derived"
+            );
+        }
+        Ok(())
     }
 
     /// Apply pending migrations.
@@ -665,7 +733,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
-        let mut terms = search_terms(&query.text);
+        let mut terms = keyword_terms(&query.text);
         terms.sort();
         terms.dedup();
         if terms.is_empty() {

@@ -21,7 +21,7 @@ use crate::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryVersion,
     MessageRole, SessionId, SessionMessage, SessionRecord,
 };
-use crate::text::search_terms;
+use crate::text::keyword_terms;
 
 /// One memory with everything stored beside it.
 #[derive(Debug, Clone)]
@@ -275,9 +275,9 @@ impl MemoryStore for InMemoryMemoryStore {
             .collect();
         let documents: Vec<Vec<String>> = candidates
             .iter()
-            .map(|m| search_terms(&m.content))
+            .map(|m| keyword_terms(&m.content))
             .collect();
-        let mut scored: Vec<(MemoryId, f64)> = bm25(&documents, &search_terms(&query.text))
+        let mut scored: Vec<(MemoryId, f64)> = bm25(&documents, &keyword_terms(&query.text))
             .into_iter()
             .map(|(index, score)| (candidates[index].id.clone(), score))
             .collect();
@@ -1224,11 +1224,11 @@ mod tests {
     #[test]
     fn bm25_prefers_rarer_terms() {
         let docs = vec![
-            search_terms("the cat sat on the mat"),
-            search_terms("the dog sat on the log"),
-            search_terms("a cat and a dog"),
+            keyword_terms("the cat sat on the mat"),
+            keyword_terms("the dog sat on the log"),
+            keyword_terms("a cat and a dog"),
         ];
-        let scores = bm25(&docs, &search_terms("cat mat"));
+        let scores = bm25(&docs, &keyword_terms("cat mat"));
         let best = scores.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
         assert_eq!(best.0, 0);
     }
