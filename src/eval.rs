@@ -33,8 +33,9 @@ pub struct LocomoArgs {
     /// Keep the evaluation's data directory.
     #[arg(long)]
     pub keep: bool,
-    /// Turn a recall component off, for ablations (repeatable): vector, keyword, time, neighbours, rerank.
-    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "feedback", "rerank"])]
+    /// Turn a recall component off, for ablations (repeatable): vector, keyword, time,
+    /// neighbours, feedback, speaker, rerank.
+    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "feedback", "speaker", "rerank"])]
     pub without: Vec<String>,
     /// Also write, as JSON lines, every turn's and question's embedding and each
     /// question's top 100 with per-retriever scores: material for offline analysis.
@@ -436,6 +437,7 @@ pub async fn evaluate(settings: &Settings, args: &LocomoArgs) -> anyhow::Result<
             "time" => settings.recall.time_weight = 0.0,
             "neighbours" => settings.recall.neighbour_weight = 0.0,
             "feedback" => settings.recall.feedback_weight = 0.0,
+            "speaker" => settings.recall.speaker_boost = 0.0,
             _ => settings.recall.rerank = false,
         }
     }

@@ -1600,3 +1600,91 @@ async fn postgres_committed_head_waits_for_the_writer_in_flight() {
     )
     .await;
 }
+
+/// The keyword index a store found written with another form of terms (an upgrade that
+/// changes `keyword_terms`, simulated by recording an old form and dropping the rows)
+/// is re-derived on open: a stemmed query then finds what was stored before.
+#[tokio::test]
+async fn sqlite_rederives_a_keyword_index_of_another_term_form() {
+    let (store, dir) = sqlite_store().await;
+    let camped = fixture("alice", "We camped by the lake with the kids", t0());
+    let other = fixture("alice", "Lunch was pasta", t0());
+    store
+        .insert(&[stored(&camped), stored(&other)])
+        .await
+        .unwrap();
+    let (recorded,): (String,) =
+        sqlx::query_as("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(recorded, mnemos_actors::text::KEYWORD_TERMS_VERSION);
+    sqlx::query("DELETE FROM memories_fts")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE store_meta SET value = 'words' WHERE key = 'keyword_terms'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert!(store
+        .keyword_search(&search("alice", "camping", false))
+        .await
+        .unwrap()
+        .is_empty());
+    store.close().await;
+    let reopened = SqliteStore::open(&dir.path().join("mnemos.db"))
+        .await
+        .unwrap();
+    let hits = reopened
+        .keyword_search(&search("alice", "camping kid", false))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), vec![camped.id.clone()]);
+    reopened.close().await;
+}
+
+/// The same upgrade path on PostgreSQL (its keyword statistics follow the rewrite).
+#[tokio::test]
+async fn postgres_rederives_a_keyword_index_of_another_term_form() {
+    with_postgres(
+        "store::conformance::postgres_rederives_a_keyword_index_of_another_term_form",
+        |store| async move {
+            let camped = fixture("alice", "We camped by the lake with the kids", t0());
+            let other = fixture("alice", "Lunch was pasta", t0());
+            store
+                .insert(&[stored(&camped), stored(&other)])
+                .await
+                .unwrap();
+            let schema: String = sqlx::query_scalar("SELECT current_schema()")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            sqlx::query("DELETE FROM memory_search")
+                .execute(store.pool())
+                .await
+                .unwrap();
+            sqlx::query("UPDATE store_meta SET value = 'words' WHERE key = 'keyword_terms'")
+                .execute(store.pool())
+                .await
+                .unwrap();
+            let reopened = PostgresStore::open(&with_schema(&postgres_url(), &schema))
+                .await
+                .unwrap();
+            let hits = reopened
+                .keyword_search(&search("alice", "camping kid", false))
+                .await
+                .unwrap();
+            assert_eq!(ids(&hits), vec![camped.id.clone()]);
+            let stats: (i64, i64) =
+                sqlx::query_as("SELECT docs, tokens FROM keyword_stats WHERE id = 1")
+                    .fetch_one(reopened.pool())
+                    .await
+                    .unwrap();
+            assert_eq!(stats.0, 2, "statistics count the re-derived rows");
+            assert!(stats.1 > 0);
+            reopened.close().await;
+        },
+    )
+    .await;
+}
