@@ -975,3 +975,90 @@ async fn recall_draws_on_the_sessions_working_memory() {
             .contains(&json!("working"))));
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_matches_other_forms_of_a_word() {
+    let app = spawn_app().await;
+    let camped = app
+        .remember(
+            "a",
+            "We camped by the lake with the kids",
+            json!({"type": "episodic"}),
+        )
+        .await;
+    app.remember(
+        "a",
+        "The quarterly budget review is on Friday",
+        json!({"type": "episodic"}),
+    )
+    .await;
+    let recalled = app
+        .recall("a", "camping trips", json!({"debug": true}))
+        .await;
+    let first = &recalled["results"][0];
+    assert_eq!(first["memory"]["id"], camped["memory"]["id"], "{recalled}");
+    assert!(
+        first["matched_by"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("keyword")),
+        "'camping' finds 'camped' through their common stem: {first}"
+    );
+}
+
+/// A memory attributed to the person the question names scores `1 + speaker_boost`
+/// times what it scores without the boost; others are untouched. Attribution is a
+/// transcript label ("Bob: …") or `metadata.speaker`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_favours_what_the_named_speaker_said() {
+    let contents = [
+        (
+            "Alice: the move to Lisbon went smoothly and the flat is great",
+            json!({}),
+        ),
+        (
+            "Bob: my move to Porto was chaotic, boxes everywhere",
+            json!({}),
+        ),
+        (
+            "Moving day again next spring, the lease ends",
+            json!({"metadata": {"speaker": "Bob"}}),
+        ),
+    ];
+    let mut scores: Vec<Vec<f64>> = Vec::new();
+    for boost in [0.0, 0.5] {
+        let temp = tempfile::tempdir().unwrap();
+        let mut settings = test_settings(temp.path());
+        settings.recall.speaker_boost = boost;
+        // Nothing else may move the scores between the two runs.
+        settings.recall.neighbour_weight = 0.0;
+        let app = spawn_with(settings, Some(temp)).await;
+        let mut ids = Vec::new();
+        for (content, extra) in &contents {
+            let mut extra = extra.clone();
+            extra["type"] = json!("episodic");
+            let stored = app.remember("a", content, extra).await;
+            ids.push(stored["memory"]["id"].clone());
+        }
+        let recalled = app
+            .recall("a", "How did Bob's move go?", json!({"limit": 10}))
+            .await;
+        let results = recalled["results"].as_array().unwrap();
+        let score_of = |id: &serde_json::Value| {
+            results
+                .iter()
+                .find(|r| r["memory"]["id"] == *id)
+                .unwrap_or_else(|| panic!("{id} recalled: {recalled}"))["score"]
+                .as_f64()
+                .unwrap()
+        };
+        scores.push(ids.iter().map(score_of).collect());
+        if boost > 0.0 {
+            assert_eq!(results[0]["memory"]["id"], ids[1], "{recalled}");
+        }
+    }
+    let ratio = |i: usize| scores[1][i] / scores[0][i];
+    assert!((ratio(0) - 1.0).abs() < 1e-6, "{scores:?}");
+    assert!((ratio(1) - 1.5).abs() < 1e-6, "{scores:?}");
+    assert!((ratio(2) - 1.5).abs() < 1e-6, "{scores:?}");
+}
