@@ -129,7 +129,7 @@ impl Default for RecallSettings {
             keyword_weight: 0.4,
             time_weight: 0.25,
             neighbour_weight: 0.3,
-            expansion_seeds: 40,
+            expansion_seeds: 20,
             session_radius: 1,
             rerank: true,
             working_weight: 0.5,

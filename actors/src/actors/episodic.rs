@@ -240,19 +240,34 @@ impl Actor for EpisodicActor {
             EpisodicMsg::SessionNeighbours { ids, radius, reply } => {
                 answer_in_task(reply, async move {
                     let memories = store.get_many(&ids).await?;
-                    let mut neighbours = Vec::new();
-                    for id in &ids {
-                        if let Some(memory) = memories.iter().find(|m| m.id == *id) {
-                            neighbours.extend(
-                                store
-                                    .session_neighbours(memory, radius)
-                                    .await?
-                                    .into_iter()
-                                    .map(|neighbour| (id.clone(), neighbour)),
-                            );
+                    // One lookup per seed, run side by side (the pool bounds how many
+                    // reach the database at once), answered in the order of `ids`.
+                    let mut lookups = tokio::task::JoinSet::new();
+                    for (position, id) in ids.iter().enumerate() {
+                        if let Some(memory) = memories.iter().find(|m| m.id == *id).cloned() {
+                            let store = store.clone();
+                            lookups.spawn(async move {
+                                let found = store.session_neighbours(&memory, radius).await;
+                                (position, memory.id, found)
+                            });
                         }
                     }
-                    Ok(neighbours)
+                    let mut found = Vec::new();
+                    while let Some(done) = lookups.join_next().await {
+                        let (position, seed, neighbours) = done.map_err(|e| {
+                            crate::error::MemoryError::internal(format!(
+                                "session neighbour lookup failed: {e}"
+                            ))
+                        })?;
+                        found.push((position, seed, neighbours?));
+                    }
+                    found.sort_by_key(|(position, _, _)| *position);
+                    Ok(found
+                        .into_iter()
+                        .flat_map(|(_, seed, neighbours)| {
+                            neighbours.into_iter().map(move |n| (seed.clone(), n))
+                        })
+                        .collect())
                 })
             }
             EpisodicMsg::Get { id, reply } => {
