@@ -1,5 +1,6 @@
 //! Backend adapters of the store traits, and the choice of system of record.
 
+pub(crate) mod keyword;
 pub mod postgres;
 pub mod sqlite;
 

@@ -19,8 +19,9 @@
 //! (`memory_search`: distinct terms as a GIN-indexed `tsvector`, their counts as
 //! `jsonb`, the document length), keeps FTS5's collection statistics exact in
 //! `keyword_stats`, reads the matches, document frequencies and statistics in one
-//! statement (one snapshot), and computes FTS5's BM25 in Rust with the same floating-point operations
-//! in the same order: the scores, and therefore the order and ties, are those of SQLite.
+//! statement (one snapshot), and scores them with `store::keyword::bm25`, as the SQLite
+//! store does from the same inputs: the scores, and therefore the order and ties, are
+//! those of SQLite.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -44,6 +45,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRo
 use sqlx::types::Json;
 use sqlx::{ConnectOptions, Connection, Postgres, QueryBuilder, Row};
 
+use super::keyword::{bm25, fold, idf};
 use super::redact_url;
 
 mod namespaces;
@@ -75,11 +77,6 @@ const INSERT_COLUMNS: &str = "id, agent_id, memory_type, content, title, importa
      created_at, updated_at, last_accessed_at, access_count, consolidation_level, valence, arousal, status, shared, \
      metadata, source_path, source_hash, version, content_hash, project_id";
 
-/// FTS5's BM25 parameters (`bm25()` with its defaults).
-const BM25_K1: f64 = 1.2;
-/// FTS5's BM25 length normalisation.
-const BM25_B: f64 = 0.75;
-
 /// Longest term stored as itself; longer ones are stored as a prefix and a hash
 /// (PostgreSQL limits a `tsvector` lexeme to 2 KiB).
 const MAX_LEXEME_BYTES: usize = 1000;
@@ -106,20 +103,6 @@ fn backend_error(error: sqlx::Error) -> MemoryError {
 
 fn corrupt(error: sqlx::Error) -> MemoryError {
     MemoryError::internal(format!("corrupt row in store: {error}"))
-}
-
-/// Fold a term the way FTS5's `unicode61 remove_diacritics 2` tokenizer does (terms are
-/// already lower-case): diacritics dropped, the rest recomposed.
-fn fold(term: &str) -> String {
-    use unicode_normalization::char::is_combining_mark;
-    use unicode_normalization::UnicodeNormalization;
-    if term.is_ascii() {
-        return term.to_string();
-    }
-    term.nfd()
-        .filter(|c| !is_combining_mark(*c))
-        .nfc()
-        .collect()
 }
 
 /// The stored form of a (prefixed, folded) term: itself, or a prefix and a hash when
@@ -196,26 +179,6 @@ fn any_of(lexemes: &[String]) -> String {
 /// A `tsquery` matching one lexeme literally.
 fn single(lexeme: &str) -> String {
     format!("'{}'", lexeme.replace('\\', "\\\\").replace('\'', "''"))
-}
-
-/// FTS5's `bm25()` for one row, with its floating-point operations in its order.
-fn bm25(freqs: &[f64], idf: &[f64], length: f64, avgdl: f64) -> f64 {
-    let mut score = 0.0;
-    for (f, idf) in freqs.iter().zip(idf) {
-        score += idf
-            * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * length / avgdl)));
-    }
-    score
-}
-
-/// FTS5's idf for a term found in `hits` of `rows` rows (never below 1e-6).
-fn idf(rows: i64, hits: i64) -> f64 {
-    let idf = (((rows - hits) as f64 + 0.5) / (hits as f64 + 0.5)).ln();
-    if idf <= 0.0 {
-        1e-6
-    } else {
-        idf
-    }
 }
 
 fn memory_from_row(row: &PgRow) -> MemoryResult<Memory> {

@@ -22,11 +22,14 @@ use mnemos_actors::store::{
     StoredMemory, FORGET_REASONS,
 };
 use mnemos_actors::text::{keyword_terms, KEYWORD_TERMS_VERSION};
+
+use super::keyword::{bm25, fold, idf};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use std::collections::HashMap;
 
 mod namespaces;
 
@@ -133,6 +136,30 @@ fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
 /// Quote a term for an FTS5 query (doubling embedded quotes).
 fn fts_quote(term: &str) -> String {
     format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+/// The row count and total length of FTS5's averages record (its `%_data` row 1: SQLite
+/// varints, the row count first, then one total per column; `memories_fts` has one).
+fn fts5_averages(block: &[u8]) -> Option<(i64, i64)> {
+    let (rows, used) = sqlite_varint(block)?;
+    let (tokens, _) = sqlite_varint(block.get(used..)?)?;
+    Some((i64::try_from(rows).ok()?, i64::try_from(tokens).ok()?))
+}
+
+/// One SQLite varint: big-endian groups of 7 bits, the high bit set on every byte but
+/// the last; a ninth byte contributes all 8 bits. Returns the value and bytes used.
+fn sqlite_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value: u64 = 0;
+    for (index, byte) in bytes.iter().enumerate().take(9) {
+        if index == 8 {
+            return Some(((value << 8) | u64::from(*byte), 9));
+        }
+        value = (value << 7) | u64::from(byte & 0x7f);
+        if byte & 0x80 == 0 {
+            return Some((value, index + 1));
+        }
+    }
+    None
 }
 
 /// Prefix of the shared pool's copies of search terms (not a possible agent prefix: those start with `a`).
@@ -751,32 +778,91 @@ impl MemoryStore for SqliteStore {
                     .map(|t| fts_quote(&format!("{SHARED_TERM_PREFIX}{t}"))),
             );
         }
+        // The same phrases unquoted and folded as FTS5 folds them, to count them in a row.
+        let folded: Vec<String> = terms
+            .iter()
+            .map(|t| fold(&format!("{prefix}{t}")))
+            .chain(
+                terms
+                    .iter()
+                    .filter(|_| query.include_shared)
+                    .map(|t| fold(&format!("{SHARED_TERM_PREFIX}{t}"))),
+            )
+            .collect();
         // Without a range the bounds cover every RFC 3339 timestamp.
         let (from, to) = match &query.occurred {
             Some(range) => (format_time(&range.start), format_time(&range.end)),
             None => (String::new(), "~".to_string()),
         };
+        // One read transaction: statistics, frequencies and matches from one snapshot.
+        let mut tx = self.pool.begin().await.map_err(backend_error)?;
+        // FTS5's averages record: the row count, then each column's total length.
+        let averages: Option<(Vec<u8>,)> =
+            sqlx::query_as("SELECT block FROM memories_fts_data WHERE id = 1")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend_error)?;
+        let Some((rows_total, tokens_total)) = averages.and_then(|(block,)| fts5_averages(&block))
+        else {
+            return Ok(Vec::new());
+        };
+        if rows_total <= 0 {
+            return Ok(Vec::new());
+        }
+        let mut hits: HashMap<&str, i64> = HashMap::new();
+        for phrase in &phrases {
+            if hits.contains_key(phrase.as_str()) {
+                continue;
+            }
+            let (count,): (i64,) =
+                sqlx::query_as("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?")
+                    .bind(phrase)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(backend_error)?;
+            hits.insert(phrase, count);
+        }
+        let idfs: Vec<f64> = phrases
+            .iter()
+            .map(|p| idf(rows_total, hits.get(p.as_str()).copied().unwrap_or(0)))
+            .collect();
+        let avgdl = tokens_total as f64 / rows_total as f64;
         // CROSS JOIN fixes the join order: the (small, per-agent) FTS matches drive, never a scan of memories.
-        let rows = sqlx::query(
-            "SELECT m.id AS id, -bm25(memories_fts) AS score FROM memories_fts \
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT m.id, memories_fts.terms FROM memories_fts \
              CROSS JOIN memories m ON m.rowid = memories_fts.rowid \
              WHERE memories_fts MATCH ? AND (m.agent_id = ? OR (? AND m.shared = 1)) AND m.status = 'active' \
-             AND m.occurred_at >= ? AND m.occurred_at < ? \
-             ORDER BY bm25(memories_fts), m.id LIMIT ?",
+             AND m.occurred_at >= ? AND m.occurred_at < ?",
         )
         .bind(phrases.join(" OR "))
         .bind(query.agent_id.as_str())
         .bind(query.include_shared)
         .bind(from)
         .bind(to)
-        .bind(query.limit as i64)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(backend_error)?;
-        Ok(rows
-            .iter()
-            .map(|row| (MemoryId(row.get("id")), row.get::<f64, _>("score")))
-            .collect())
+        tx.commit().await.map_err(backend_error)?;
+        let mut scored: Vec<(MemoryId, f64)> = rows
+            .into_iter()
+            .map(|(id, row_terms)| {
+                let mut freqs = vec![0.0; folded.len()];
+                let mut length = 0usize;
+                for token in row_terms.split_whitespace() {
+                    length += 1;
+                    let token = fold(token);
+                    for (position, phrase) in folded.iter().enumerate() {
+                        if *phrase == token {
+                            freqs[position] += 1.0;
+                        }
+                    }
+                }
+                (MemoryId(id), bm25(&freqs, &idfs, length as f64, avgdl))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0 .0.cmp(&b.0 .0)));
+        scored.truncate(query.limit);
+        Ok(scored)
     }
 
     async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
@@ -1507,6 +1593,17 @@ fn association_from_row(row: &SqliteRow) -> MemoryResult<Association> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fts5_averages_decode_sqlite_varints() {
+        assert_eq!(fts5_averages(&[0x03, 0x0a]), Some((3, 10)));
+        // 300 = 0b10_0101100: two bytes, the first with the continuation bit.
+        assert_eq!(sqlite_varint(&[0x82, 0x2c, 0xff]), Some((300, 2)));
+        assert_eq!(fts5_averages(&[0x82, 0x2c, 0x81, 0x00]), Some((300, 128)));
+        assert_eq!(sqlite_varint(&[0xff; 9]), Some((u64::MAX, 9)));
+        assert_eq!(fts5_averages(&[0x82]), None);
+        assert_eq!(fts5_averages(&[]), None);
+    }
+
     use super::*;
     use mnemos_actors::testing::memory_fixture;
 
