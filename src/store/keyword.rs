@@ -38,16 +38,19 @@ pub(crate) fn idf(rows: i64, hits: i64) -> f64 {
 
 /// Fold a term the way FTS5's `unicode61 remove_diacritics 2` tokenizer does (terms are
 /// already lower-case): diacritics dropped, the rest recomposed.
-pub(crate) fn fold(term: &str) -> String {
+/// ASCII terms (nearly all) come back borrowed.
+pub(crate) fn fold(term: &str) -> std::borrow::Cow<'_, str> {
     use unicode_normalization::char::is_combining_mark;
     use unicode_normalization::UnicodeNormalization;
     if term.is_ascii() {
-        return term.to_string();
+        return std::borrow::Cow::Borrowed(term);
     }
-    term.nfd()
-        .filter(|c| !is_combining_mark(*c))
-        .nfc()
-        .collect()
+    std::borrow::Cow::Owned(
+        term.nfd()
+            .filter(|c| !is_combining_mark(*c))
+            .nfc()
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -129,7 +129,10 @@ fn postings(memory: &Memory) -> Vec<String> {
         Some(title) => format!("{title} {}", memory.content),
         None => memory.content.clone(),
     };
-    let terms: Vec<String> = keyword_terms(&text).iter().map(|t| fold(t)).collect();
+    let terms: Vec<String> = keyword_terms(&text)
+        .iter()
+        .map(|t| fold(t).into_owned())
+        .collect();
     let prefix = agent_term_prefix(&memory.agent_id);
     let mut out: Vec<String> = terms
         .iter()

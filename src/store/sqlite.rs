@@ -781,12 +781,12 @@ impl MemoryStore for SqliteStore {
         // The same phrases unquoted and folded as FTS5 folds them, to count them in a row.
         let folded: Vec<String> = terms
             .iter()
-            .map(|t| fold(&format!("{prefix}{t}")))
+            .map(|t| fold(&format!("{prefix}{t}")).into_owned())
             .chain(
                 terms
                     .iter()
                     .filter(|_| query.include_shared)
-                    .map(|t| fold(&format!("{SHARED_TERM_PREFIX}{t}"))),
+                    .map(|t| fold(&format!("{SHARED_TERM_PREFIX}{t}")).into_owned()),
             )
             .collect();
         // Without a range the bounds cover every RFC 3339 timestamp.
@@ -852,7 +852,7 @@ impl MemoryStore for SqliteStore {
                     length += 1;
                     let token = fold(token);
                     for (position, phrase) in folded.iter().enumerate() {
-                        if *phrase == token {
+                        if phrase.as_str() == token.as_ref() {
                             freqs[position] += 1.0;
                         }
                     }
