@@ -365,42 +365,33 @@ async fn insert_records(conn: &mut PgConnection, records: &[StoredMemory]) -> Me
             .iter()
             .filter(|r| r.memory.status == MemoryStatus::Active)
             .collect();
-        if !active.is_empty() {
-            let mut builder: QueryBuilder<Postgres> =
-                QueryBuilder::new("INSERT INTO memory_search (memory_id, terms, tf, length) ");
-            builder.push_values(active, |mut row, record| {
-                let search = search_row(&record.memory);
-                row.push_bind(record.memory.id.0.clone())
-                    .push("array_to_tsvector(CAST(")
-                    .push_bind_unseparated(search.terms)
-                    .push_unseparated(" AS text[]))")
-                    .push_bind(Json(search.tf))
-                    .push_bind(search.length);
-            });
-            builder
-                .build()
-                .execute(&mut *conn)
-                .await
-                .map_err(backend_error)?;
-        }
+        let active: Vec<&Memory> = active.iter().map(|r| &r.memory).collect();
+        insert_search_rows(conn, &active).await?;
     }
     Ok(())
 }
 
-/// Write a memory's keyword-index row (after its old one was removed).
-async fn insert_search_row(conn: &mut PgConnection, memory: &Memory) -> MemoryResult<()> {
-    let search = search_row(memory);
-    sqlx::query(
-        "INSERT INTO memory_search (memory_id, terms, tf, length) \
-         VALUES ($1, array_to_tsvector(CAST($2 AS text[])), $3, $4)",
-    )
-    .bind(memory.id.as_str())
-    .bind(search.terms)
-    .bind(Json(search.tf))
-    .bind(search.length)
-    .execute(&mut *conn)
-    .await
-    .map_err(backend_error)?;
+/// Write memories' keyword-index rows (after any old ones were removed), in one statement.
+async fn insert_search_rows(conn: &mut PgConnection, memories: &[&Memory]) -> MemoryResult<()> {
+    if memories.is_empty() {
+        return Ok(());
+    }
+    let mut builder: QueryBuilder<Postgres> =
+        QueryBuilder::new("INSERT INTO memory_search (memory_id, terms, tf, length) ");
+    builder.push_values(memories, |mut row, memory| {
+        let search = search_row(memory);
+        row.push_bind(memory.id.0.clone())
+            .push("array_to_tsvector(CAST(")
+            .push_bind_unseparated(search.terms)
+            .push_unseparated(" AS text[]))")
+            .push_bind(Json(search.tf))
+            .push_bind(search.length);
+    });
+    builder
+        .build()
+        .execute(&mut *conn)
+        .await
+        .map_err(backend_error)?;
     Ok(())
 }
 
@@ -483,7 +474,7 @@ async fn update_record(
         .await
         .map_err(backend_error)?;
     if next.status == MemoryStatus::Active {
-        insert_search_row(conn, next).await?;
+        insert_search_rows(conn, &[next]).await?;
     }
     if let Some(embedding) = embedding {
         sqlx::query(
@@ -591,13 +582,14 @@ impl PostgresStore {
     /// (`KEYWORD_TERMS_VERSION`, recorded in `store_meta`), as the SQLite store does;
     /// under the write lock, so replicas starting together do it once.
     async fn refresh_keyword_index(&self) -> MemoryResult<()> {
+        // The usual case (index current) reads one row and takes no lock.
+        if self.keyword_terms_recorded(&self.pool).await?.as_deref() == Some(KEYWORD_TERMS_VERSION)
+        {
+            return Ok(());
+        }
         let mut tx = self.write_transaction().await?;
-        let recorded: Option<String> =
-            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-        if recorded.as_deref() == Some(KEYWORD_TERMS_VERSION) {
+        // Checked again under the lock: another replica may have just done it.
+        if self.keyword_terms_recorded(&mut *tx).await?.as_deref() == Some(KEYWORD_TERMS_VERSION) {
             return Ok(());
         }
         sqlx::query("DELETE FROM memory_search")
@@ -626,22 +618,8 @@ impl PostgresStore {
                 after = last.id.0.clone();
             }
             rewritten += memories.len();
-            let mut builder: QueryBuilder<Postgres> =
-                QueryBuilder::new("INSERT INTO memory_search (memory_id, terms, tf, length) ");
-            builder.push_values(memories, |mut row, memory| {
-                let search = search_row(&memory);
-                row.push_bind(memory.id.0.clone())
-                    .push("array_to_tsvector(CAST(")
-                    .push_bind_unseparated(search.terms)
-                    .push_unseparated(" AS text[]))")
-                    .push_bind(Json(search.tf))
-                    .push_bind(search.length);
-            });
-            builder
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(backend_error)?;
+            let memories: Vec<&Memory> = memories.iter().collect();
+            insert_search_rows(&mut tx, &memories).await?;
         }
         sqlx::query(
             "INSERT INTO store_meta (key, value) VALUES ('keyword_terms', $1) \
@@ -660,6 +638,17 @@ impl PostgresStore {
             );
         }
         Ok(())
+    }
+
+    /// The term form recorded beside the keyword index, if any.
+    async fn keyword_terms_recorded<'e, E>(&self, executor: E) -> MemoryResult<Option<String>>
+    where
+        E: sqlx::Executor<'e, Database = Postgres>,
+    {
+        sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
+            .fetch_optional(executor)
+            .await
+            .map_err(backend_error)
     }
 
     /// Create the first schema of the search path when the connection has none.

@@ -138,6 +138,17 @@ fn fts_quote(term: &str) -> String {
     format!("\"{}\"", term.replace('"', "\"\""))
 }
 
+/// The term form recorded beside the keyword index, if any.
+async fn keyword_terms_recorded<'e, E>(executor: E) -> MemoryResult<Option<String>>
+where
+    E: sqlx::Executor<'e, Database = Sqlite>,
+{
+    sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
+        .fetch_optional(executor)
+        .await
+        .map_err(backend_error)
+}
+
 /// The row count and total length of FTS5's averages record (its `%_data` row 1: SQLite
 /// varints, the row count first, then one total per column; `memories_fts` has one).
 fn fts5_averages(block: &[u8]) -> Option<(i64, i64)> {
@@ -426,16 +437,13 @@ impl SqliteStore {
     /// changes the terms, queries would otherwise miss what the old index spelled
     /// differently. One write transaction; a fresh database just records the version.
     async fn refresh_keyword_index(&self) -> MemoryResult<()> {
+        // The usual case (index current) reads one row and takes no write lock.
+        if keyword_terms_recorded(&self.pool).await?.as_deref() == Some(KEYWORD_TERMS_VERSION) {
+            return Ok(());
+        }
         let mut tx = self.write_transaction().await?;
-        let recorded: Option<(String,)> =
-            sqlx::query_as("SELECT value FROM store_meta WHERE key = 'keyword_terms'")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-        if recorded
-            .as_ref()
-            .is_some_and(|(v,)| v == KEYWORD_TERMS_VERSION)
-        {
+        // Checked again under the lock: another process may have just done it.
+        if keyword_terms_recorded(&mut *tx).await?.as_deref() == Some(KEYWORD_TERMS_VERSION) {
             return Ok(());
         }
         sqlx::query("DELETE FROM memories_fts")
