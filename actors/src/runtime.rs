@@ -1708,7 +1708,14 @@ impl Runtime {
             (time_hits, time_ms),
             (window, working_ms),
         ) = tokio::join!(
-            timed(self.embed_and_search(&search_text, &vector_query)),
+            // With the vector retriever weighted out, the question is not even embedded.
+            timed(async {
+                if settings.vector_weight > 0.0 {
+                    Some(self.embed_and_search(&search_text, &vector_query).await)
+                } else {
+                    None
+                }
+            }),
             timed(self.episodic(|reply| EpisodicMsg::KeywordSearch {
                 query: keyword_query.clone(),
                 reply,
@@ -1743,9 +1750,13 @@ impl Runtime {
                 }
             }),
         );
-        let (vector_hits, vector_source) = vector_hits;
-        let (query_vector, vector_hits) = vector_hits?;
-        let mut sources = vec![vector_source];
+        let (query_vector, vector_hits, mut sources) = match vector_hits {
+            Some((hits, source)) => {
+                let (query_vector, hits) = hits?;
+                (query_vector, hits, vec![source])
+            }
+            None => (Vec::new(), Vec::new(), Vec::new()),
+        };
         let window: Vec<(MemoryId, String)> = window
             .into_iter()
             .map(|item| (item.memory_id, item.content))
@@ -2725,6 +2736,65 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(found.hits[0].memory.id, stored.memory.id);
+        runtime.shutdown().await.unwrap();
+    }
+
+    /// The built-in embedder, counting the texts it is asked to embed.
+    struct CountingEmbedder {
+        /// The model that does the work.
+        inner: crate::embedding::BuiltinEmbedder,
+        /// Texts embedded so far.
+        texts: std::sync::atomic::AtomicUsize,
+    }
+
+    impl crate::embedding::Embedder for CountingEmbedder {
+        fn model_id(&self) -> &str {
+            self.inner.model_id()
+        }
+        fn dimension(&self) -> usize {
+            self.inner.dimension()
+        }
+        fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+            self.texts
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            self.inner.embed_batch(texts)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recall_without_the_vector_retriever_does_not_embed_the_question() {
+        let embedder = Arc::new(CountingEmbedder {
+            inner: crate::embedding::BuiltinEmbedder::new(256),
+            texts: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let mut parts = RuntimeParts::in_memory();
+        parts.embedder = embedder.clone();
+        let mut settings = config();
+        settings.recall.vector_weight = 0.0;
+        let runtime = Runtime::start(parts, settings).await.unwrap();
+        let agent = AgentId::parse("lib").unwrap();
+        let stored = runtime
+            .remember(
+                &agent,
+                RememberInput {
+                    content: "the deploy key rotates every Friday".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let embedded = embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(embedded >= 1, "the memory itself is embedded");
+        let found = runtime
+            .recall(RecallInput::new(agent.clone(), "when does the deploy key rotate"))
+            .await
+            .unwrap();
+        assert_eq!(found.hits[0].memory.id, stored.memory.id);
+        assert!(!found.hits[0].matched_by.contains(&"vector"));
+        assert_eq!(
+            embedder.texts.load(std::sync::atomic::Ordering::SeqCst),
+            embedded
+        );
         runtime.shutdown().await.unwrap();
     }
 
