@@ -30,7 +30,13 @@ pub fn check_root(project_root: &Path) -> MemoryResult<()> {
     Ok(())
 }
 
-/// True when the source file is missing, unreadable, outside the root, or has another hash.
+/// Largest source file build_context hashes; a bigger one counts as stale (it cannot be
+/// vouched for without reading it all on a request's time).
+pub const MAX_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// True when the source file is missing, unreadable, not a regular file, larger than
+/// `MAX_SOURCE_BYTES`, outside the root (also through a symbolic link), or has another
+/// hash. Blocking file IO: call it off the async workers.
 pub fn is_stale(project_root: &Path, source: &SourceRef) -> bool {
     let relative = Path::new(&source.path);
     // Never follow a path out of the project.
@@ -41,15 +47,38 @@ pub fn is_stale(project_root: &Path, source: &SourceRef) -> bool {
     {
         return true;
     }
-    let expected = source
-        .hash
-        .trim()
-        .trim_start_matches("sha256:")
-        .to_lowercase();
-    match std::fs::read(project_root.join(relative)) {
-        Ok(bytes) => sha256_hex(&bytes) != expected,
-        Err(_) => true,
+    let expected = source.hash.trim().to_lowercase();
+    let expected = expected.strip_prefix("sha256:").unwrap_or(&expected);
+    let (Ok(root), Ok(path)) = (
+        project_root.canonicalize(),
+        project_root.join(relative).canonicalize(),
+    ) else {
+        return true;
+    };
+    // A symbolic link inside the project may point anywhere.
+    if !path.starts_with(&root) {
+        return true;
     }
+    let Ok(file) = std::fs::File::open(&path) else {
+        return true;
+    };
+    // Only regular files: never a device, a pipe or a directory.
+    match file.metadata() {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_SOURCE_BYTES => {}
+        _ => return true,
+    }
+    let mut hasher = Sha256::new();
+    let mut limited = std::io::Read::take(file, MAX_SOURCE_BYTES + 1);
+    match std::io::copy(&mut limited, &mut hasher) {
+        Ok(read) if read <= MAX_SOURCE_BYTES => {}
+        _ => return true,
+    }
+    let actual: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    actual != expected
 }
 
 #[cfg(test)]
@@ -75,6 +104,29 @@ mod tests {
         assert!(is_stale(root.path(), &source("gone.rs", &hash)));
         assert!(is_stale(root.path(), &source("../etc/passwd", &hash)));
         assert!(is_stale(root.path(), &source("/etc/passwd", &hash)));
+        // An upper-case prefix is the same prefix.
+        std::fs::write(root.path().join("b.rs"), b"fn main() {}").unwrap();
+        assert!(!is_stale(
+            root.path(),
+            &source("b.rs", &format!("SHA256:{hash}"))
+        ));
+        // Not a regular file: a directory, a device.
+        std::fs::create_dir(root.path().join("dir")).unwrap();
+        assert!(is_stale(root.path(), &source("dir", &hash)));
+        #[cfg(unix)]
+        {
+            // A link out of the project is outside it, whatever it points at.
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::write(outside.path().join("secret"), b"fn main() {}").unwrap();
+            std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+            assert!(is_stale(root.path(), &source("link/secret", &hash)));
+            // A link that stays inside is followed.
+            std::os::unix::fs::symlink(root.path().join("b.rs"), root.path().join("alias.rs"))
+                .unwrap();
+            assert!(!is_stale(root.path(), &source("alias.rs", &hash)));
+            std::os::unix::fs::symlink("/dev/zero", root.path().join("zero")).unwrap();
+            assert!(is_stale(root.path(), &source("zero", &hash)));
+        }
         assert_eq!(
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

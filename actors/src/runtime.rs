@@ -48,6 +48,7 @@ use crate::supervisor::{
     SupervisorArgs, SupervisorMsg, SupervisorRef,
 };
 
+mod key_locks;
 mod namespaces;
 pub use namespaces::{KvPutInput, NamespaceSettings, ProjectInput};
 
@@ -526,6 +527,9 @@ struct RuntimeInner {
     store: Arc<dyn MemoryStore>,
     /// External projections, read by recall when caught up.
     projections: Vec<Arc<dyn crate::store::Projection>>,
+    /// Per (agent, content hash) locks: identical concurrent writes take turns, so the
+    /// later one is deduplicated instead of inserting a twin.
+    content_locks: key_locks::KeyLocks,
     /// How far each projection has applied (published by the projector).
     watermarks: Arc<crate::actors::projector::Watermarks>,
     /// Name of the embedded vector index (the fallback of a vector projection).
@@ -617,6 +621,7 @@ impl Runtime {
                 compacting: Default::default(),
                 store: parts.memories.clone(),
                 projections: parts.projections.clone(),
+                content_locks: Default::default(),
                 watermarks,
                 index_backend: parts.vectors.backend_name(),
                 backends: (
@@ -939,14 +944,25 @@ impl Runtime {
 
     /// Decide the type: an explicit type wins; otherwise the rules, and the arbiter when they are unsure.
     async fn route(&self, input: &RememberInput) -> (Routing, Option<f32>, Option<f32>) {
+        // An affective memory gets its feeling from its words unless the caller said it.
+        let felt = |memory_type: MemoryType| {
+            let found = (memory_type == MemoryType::Affective)
+                .then(|| crate::policy::routing::emotion_of(&input.content))
+                .flatten();
+            (
+                input.valence.or(found.map(|(v, _)| v)),
+                input.arousal.or(found.map(|(_, a)| a)),
+            )
+        };
         if let Some(memory_type) = input.memory_type {
+            let (valence, arousal) = felt(memory_type);
             return (
                 Routing {
                     memory_type,
                     reason: "explicit type given by the caller".into(),
                 },
-                input.valence,
-                input.arousal,
+                valence,
+                arousal,
             );
         }
         let decision = crate::policy::routing::route(&input.content);
@@ -976,13 +992,7 @@ impl Runtime {
                 }
             }
         }
-        let affective = routing.memory_type == MemoryType::Affective;
-        let valence = input
-            .valence
-            .or(if affective { decision.valence } else { None });
-        let arousal = input
-            .arousal
-            .or(if affective { decision.arousal } else { None });
+        let (valence, arousal) = felt(routing.memory_type);
         (routing, valence, arousal)
     }
 
@@ -1164,6 +1174,13 @@ impl Runtime {
             .iter()
             .map(|(m, _)| normalized_hash(&m.content))
             .collect();
+        // Held until this batch is stored: a concurrent write of the same content waits,
+        // then finds this one.
+        let _same_content = self
+            .inner
+            .content_locks
+            .acquire(hashes.iter().map(|h| format!("{agent}\u{1f}{h}")).collect())
+            .await;
         // Look up exact duplicates while embedding everything: exact duplicates are rare, the saved round trip is not.
         let (stored, all_embeddings) = tokio::join!(
             self.episodic(|reply| EpisodicMsg::FindByContentHash {
@@ -1232,18 +1249,20 @@ impl Runtime {
             .await?
         };
         let threshold = self.inner.config.dedup_threshold;
-        // A near-duplicate must have the same type; read the types of the close hits.
+        // A near-duplicate must have the same type and must not contradict the new text
+        // (a negation or a changed number can leave the vectors almost equal); read the
+        // close hits.
         let close: Vec<MemoryId> = neighbours
             .iter()
             .flatten()
             .filter(|(_, s)| *s >= threshold)
             .map(|(id, _)| id.clone())
             .collect();
-        let close_types: HashMap<MemoryId, (MemoryType, Option<ProjectId>)> = self
+        let close_memories: HashMap<MemoryId, Memory> = self
             .get_many(&close)
             .await?
             .into_iter()
-            .map(|m| (m.id, (m.memory_type, m.project_id)))
+            .map(|m| (m.id.clone(), m))
             .collect();
         let mut records = Vec::new();
         let mut contradiction_checks: Vec<(usize, Vec<MemoryId>)> = Vec::new();
@@ -1251,8 +1270,14 @@ impl Runtime {
             let memory = &built[*index].0;
             let near = hits.iter().find(|(id, similarity)| {
                 *similarity >= threshold
-                    && close_types.get(id).is_some_and(|(memory_type, project)| {
-                        *memory_type == memory.memory_type && *project == memory.project_id
+                    && close_memories.get(id).is_some_and(|old| {
+                        old.memory_type == memory.memory_type
+                            && old.project_id == memory.project_id
+                            && crate::policy::consistency::contradiction(
+                                &old.content,
+                                &memory.content,
+                            )
+                            .is_none()
                     })
             });
             if let Some((id, _)) = near {
@@ -1580,7 +1605,8 @@ impl Runtime {
                 agent_id: agent.clone(),
                 include_shared: false,
                 text: new.content.clone(),
-                limit: 5,
+                // Episodic memories share the words too and are filtered out below.
+                limit: 20,
                 occurred: None,
             };
             let keyword = self
@@ -1671,8 +1697,10 @@ impl Runtime {
         let time_window = input
             .time_range
             .or(hinted.as_ref().map(|found| found.range));
-        // A time filter discards out-of-range candidates afterwards, so fetch deeper.
-        let fetch = if input.time_range.is_some() {
+        // A time, tag or type filter discards candidates afterwards, so fetch deeper.
+        let filtered =
+            input.time_range.is_some() || !input.tags.is_empty() || !input.types.is_empty();
+        let fetch = if filtered {
             (limit * 10 + 100).min(2000)
         } else {
             (limit * 3 + 20).min(1000)
@@ -2786,7 +2814,10 @@ mod tests {
         let embedded = embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
         assert!(embedded >= 1, "the memory itself is embedded");
         let found = runtime
-            .recall(RecallInput::new(agent.clone(), "when does the deploy key rotate"))
+            .recall(RecallInput::new(
+                agent.clone(),
+                "when does the deploy key rotate",
+            ))
             .await
             .unwrap();
         assert_eq!(found.hits[0].memory.id, stored.memory.id);
@@ -2795,6 +2826,44 @@ mod tests {
             embedder.texts.load(std::sync::atomic::Ordering::SeqCst),
             embedded
         );
+        runtime.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_identical_writes_store_one_memory() {
+        let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+            .await
+            .unwrap();
+        let agent = AgentId::parse("lib").unwrap();
+        let mut writes = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let runtime = runtime.clone();
+            let agent = agent.clone();
+            writes.spawn(async move {
+                runtime
+                    .remember(
+                        &agent,
+                        RememberInput {
+                            content: "The staging database lives on host db-7".into(),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .unwrap()
+            });
+        }
+        let outcomes = writes.join_all().await;
+        let stored: Vec<&RememberOutcome> = outcomes
+            .iter()
+            .filter(|o| o.deduplicated_into.is_none())
+            .collect();
+        assert_eq!(stored.len(), 1, "exactly one write inserts");
+        for outcome in &outcomes {
+            if let Some(target) = &outcome.deduplicated_into {
+                assert_eq!(target, &stored[0].memory.id);
+            }
+        }
+        assert_eq!(runtime.inner.content_locks.live(), 0, "locks are forgotten");
         runtime.shutdown().await.unwrap();
     }
 

@@ -2,6 +2,7 @@
 //! the wire response out. The REST handlers and the MCP server both call these, so the
 //! two surfaces cannot drift apart.
 
+use chrono::Datelike;
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{MemoryId, MemoryType, SessionId};
 use mnemos_actors::runtime::{ForgetTarget, RecallInput};
@@ -59,6 +60,15 @@ pub async fn extract_turn(
 /// Recall the memories that matter for a query.
 pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallResponse> {
     let agent = agent(&body.agent_id)?;
+    // Calendar arithmetic near chrono's limits would overflow: years 1..=9999 only.
+    if let Some(now) = body.now {
+        if !(1..=9999).contains(&now.year()) {
+            return Err(MemoryError::invalid(
+                "now",
+                format!("now {now} is outside the years 1 to 9999"),
+            ));
+        }
+    }
     let now = body.now.unwrap_or_else(|| runtime.now());
     let debug = body.debug.unwrap_or(false);
     let time_range = body
@@ -131,21 +141,32 @@ pub async fn build_context(
             ..RecallInput::new(agent, body.query)
         })
         .await?;
+    // Hashing files is blocking IO: off the async workers, all checks in one task.
+    let hits = outcome.hits;
+    let (hits, stale): (Vec<_>, Vec<bool>) = tokio::task::spawn_blocking(move || {
+        let stale = hits
+            .iter()
+            .map(|hit| match (&root, &hit.memory.source) {
+                (Some(root), Some(source)) => crate::context::is_stale(root, source),
+                _ => false,
+            })
+            .collect();
+        (hits, stale)
+    })
+    .await
+    .map_err(|error| MemoryError::internal(format!("file check failed: {error}")))?;
     let mut stale_files: Vec<String> = Vec::new();
-    let ranked: Vec<(mnemos_actors::model::Memory, f64)> = outcome
-        .hits
-        .into_iter()
-        .filter(|hit| match (&root, &hit.memory.source) {
-            (Some(root), Some(source)) if crate::context::is_stale(root, source) => {
+    let mut ranked: Vec<(mnemos_actors::model::Memory, f64)> = Vec::new();
+    for (hit, stale) in hits.into_iter().zip(stale) {
+        match (&hit.memory.source, stale) {
+            (Some(source), true) => {
                 if !stale_files.contains(&source.path) {
                     stale_files.push(source.path.clone());
                 }
-                false
             }
-            _ => true,
-        })
-        .map(|hit| (hit.memory, hit.score))
-        .collect();
+            _ => ranked.push((hit.memory, hit.score)),
+        }
+    }
     let block = mnemos_actors::policy::context::assemble(&ranked, budget);
     Ok(BuildContextResponse {
         context: block.text,

@@ -142,6 +142,17 @@ async fn recall_and_tools_reject_out_of_range_values() {
             json!({"agent_id": "a", "query": "x", "time_query": "last week", "now": "tuesday"}),
             "now",
         ),
+        // Calendar arithmetic at chrono's limits would overflow: a 400, not a panic.
+        (
+            "/tools/recall",
+            json!({"agent_id": "a", "query": "what happened yesterday", "time_query": "last 2 days", "now": "+262143-12-31T23:59:59Z"}),
+            "now",
+        ),
+        (
+            "/tools/recall",
+            json!({"agent_id": "a", "query": "what happened yesterday", "now": "-262143-01-01T00:00:00Z"}),
+            "now",
+        ),
         ("/tools/forget", json!({"agent_id": "a"}), "id"),
         (
             "/tools/forget",

@@ -538,6 +538,27 @@ async fn untyped_memories_are_routed_by_rules_and_an_explicit_type_wins() {
         explicit["routing"]["reason"],
         "explicit type given by the caller"
     );
+    // An explicit affective type still gets its feeling from the words; a given one wins.
+    let typed = app
+        .remember(
+            "route",
+            "I wasn't happy with how the review went",
+            json!({"type": "affective"}),
+        )
+        .await;
+    assert!(
+        typed["memory"]["valence"].as_f64().unwrap() < 0.0,
+        "{typed}"
+    );
+    assert!(typed["memory"]["arousal"].as_f64().is_some());
+    let given = app
+        .remember(
+            "route",
+            "I am glad the migration is over",
+            json!({"type": "affective", "valence": -0.2}),
+        )
+        .await;
+    assert!((given["memory"]["valence"].as_f64().unwrap() + 0.2).abs() < 1e-6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -708,6 +729,39 @@ async fn a_contradicting_fact_supersedes_the_old_one_which_keeps_its_history() {
         )
         .await;
     assert_eq!(later["superseded"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_stated_without_a_type_are_kept_consistent() {
+    let app = spawn_app().await;
+    // Routed as knowledge by the rules, so the change of city supersedes.
+    let paris = app.remember("u", "I live in Paris", json!({})).await;
+    assert_eq!(paris["memory"]["type"], "semantic", "{paris}");
+    let tokyo = app.remember("u", "I live in Tokyo", json!({})).await;
+    assert_eq!(tokyo["superseded"], json!([paris["memory"]["id"]]));
+    // A negation barely moves the vector: it must supersede, not deduplicate into the old fact.
+    let bottleneck = app
+        .remember("u", "The billing service is the bottleneck", json!({}))
+        .await;
+    let negated = app
+        .remember("u", "The billing service is not the bottleneck", json!({}))
+        .await;
+    assert!(negated["deduplicated_into"].is_null(), "{negated}");
+    assert_eq!(negated["superseded"], json!([bottleneck["memory"]["id"]]));
+    // A different subject is a second fact, not a replacement.
+    let alice = app.remember("u", "Alice lives in Berlin", json!({})).await;
+    let bob = app.remember("u", "Bob lives in Berlin", json!({})).await;
+    assert_eq!(bob["superseded"], json!([]), "{bob}");
+    let old = assert_status(
+        app.get(&format!(
+            "/v1/memories/{}",
+            alice["memory"]["id"].as_str().unwrap()
+        ))
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(old["status"], "active");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

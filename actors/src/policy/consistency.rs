@@ -5,37 +5,68 @@
 use crate::text::is_stopword;
 
 /// Hash of content after lower-casing, dropping punctuation and collapsing whitespace,
-/// so "I live in Paris." and "i live in  paris" are the same memory.
+/// so "I live in Paris." and "i live in  paris" are the same memory. Symbols that carry
+/// meaning stay ("-5" is not "5", "C++" is not "C", "$5k" is not "€5k", 👍 is not 👎),
+/// and content with no word or symbol at all hashes as written.
 pub fn normalized_hash(content: &str) -> String {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for c in content.chars() {
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+            continue;
+        }
+        if !word.is_empty() {
+            tokens.push(std::mem::take(&mut word));
+        }
+        if is_meaningful_symbol(c) {
+            tokens.push(c.to_string());
+        }
+    }
+    if !word.is_empty() {
+        tokens.push(word);
+    }
+    if tokens.is_empty() && !content.trim().is_empty() {
+        tokens.push(content.trim().to_string());
+    }
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut first = true;
-    for word in content
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        if !first {
+    for (i, token) in tokens.iter().enumerate() {
+        if i > 0 {
             hash ^= u64::from(b' ');
             hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
-        first = false;
-        for c in word.chars().flat_map(char::to_lowercase) {
-            let mut buffer = [0u8; 4];
-            for byte in c.encode_utf8(&mut buffer).bytes() {
-                hash ^= u64::from(byte);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
-            }
+        for byte in token.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
     }
     format!("{hash:016x}")
 }
 
+/// A character that changes what a text says (a sign, an operator, a currency, an
+/// emoji or other symbol), as opposed to punctuation and spacing.
+fn is_meaningful_symbol(c: char) -> bool {
+    let code = u32::from(c);
+    matches!(c, '+' | '-' | '#' | '$' | '%' | '<' | '>' | '=' | '@' | '&' | '*' | '/' | '~' | '^' | '|' | '£' | '¥' | '°')
+        // Currency signs, then letter-like symbols, arrows, maths, dingbats and emoji
+        // (CJK punctuation excepted).
+        || (0x20A0..=0x20CF).contains(&code)
+        || (code >= 0x2100 && !(0x3000..=0x303F).contains(&code) && !c.is_alphanumeric())
+}
+
+/// Lower-cased words; dots inside numbers ("1.27") and apostrophes inside words
+/// ("don't", typographic or not) stay, so a version or a contraction is one token.
 fn tokens(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '.')
-        .map(|w| w.trim_matches('.'))
+    text.split(|c: char| !c.is_alphanumeric() && !matches!(c, '.' | '\'' | '\u{2019}'))
+        .map(|w| w.trim_matches(|c| matches!(c, '.' | '\'' | '\u{2019}')))
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
+        .map(|w| w.to_lowercase().replace('\u{2019}', "'"))
         .collect()
 }
+
+/// Auxiliaries a negation brings along ("I *do* not drink coffee"), left out when a
+/// statement is compared with its negation.
+const NEGATION_AUXILIARIES: &[&str] = &["do", "does", "did"];
 
 const NEGATIONS: &[&str] = &[
     "not", "no", "never", "longer", "don't", "doesn't", "isn't", "aren't", "won't", "stopped",
@@ -57,10 +88,24 @@ pub fn contradiction(old: &str, new: &str) -> Option<String> {
         return None;
     }
     let is_negation = |t: &String| NEGATIONS.contains(&t.as_str()) || t.ends_with("n't");
-    let a_core: Vec<&String> = a.iter().filter(|t| !is_negation(t)).collect();
-    let b_core: Vec<&String> = b.iter().filter(|t| !is_negation(t)).collect();
     let a_negated = a.iter().any(is_negation);
     let b_negated = b.iter().any(is_negation);
+    // The statement without its negation: "isn't" keeps its "is", "won't" its "will".
+    let core = |tokens: &[String], negated: bool| -> Vec<String> {
+        tokens
+            .iter()
+            .filter_map(|t| match t.strip_suffix("n't") {
+                Some("wo") => Some("will".to_string()),
+                Some("ca") => Some("can".to_string()),
+                Some(stem) if !stem.is_empty() => Some(stem.to_string()),
+                _ if is_negation(t) => None,
+                _ => Some(t.clone()),
+            })
+            .filter(|t| !(negated && NEGATION_AUXILIARIES.contains(&t.as_str())))
+            .collect()
+    };
+    let a_core = core(&a, a_negated);
+    let b_core = core(&b, b_negated);
     if a_core == b_core && a_negated != b_negated && a_core.len() >= 2 {
         return Some("negation of the earlier statement".into());
     }
@@ -73,9 +118,14 @@ pub fn contradiction(old: &str, new: &str) -> Option<String> {
         .count();
     let old_span = &a[prefix..a.len() - suffix];
     let new_span = &b[prefix..b.len() - suffix];
-    // The shared frame must say which attribute changed: three words or more, one of them meaningful.
+    // The shared frame must say which attribute changed: three words or more, one of
+    // them meaningful, and the attribute named before the value. A differing span with
+    // only function words before it is a different subject or qualifier ("*Alice* lives
+    // in Paris" → "*Bob* lives in Paris"; "the *staging* rate limit" → "the *production*
+    // rate limit"), two facts that can both hold.
     let frame: Vec<&String> = a[..prefix].iter().chain(&a[a.len() - suffix..]).collect();
-    let framed = frame.len() >= 3 && frame.iter().any(|t| !is_stopword(t));
+    let attribute_first = a[..prefix].iter().any(|t| !is_stopword(t));
+    let framed = frame.len() >= 3 && frame.iter().any(|t| !is_stopword(t)) && attribute_first;
     let short = |span: &[String]| (1..=3).contains(&span.len());
     if short(old_span) && short(new_span) && framed && a_negated == b_negated {
         // The differing span must carry a value, not only function words.
@@ -106,6 +156,23 @@ mod tests {
             normalized_hash("I live in Tokyo")
         );
         assert_ne!(normalized_hash("ab c"), normalized_hash("a bc"));
+    }
+
+    #[test]
+    fn hash_keeps_signs_operators_currencies_and_emoji() {
+        assert_ne!(
+            normalized_hash("The threshold is -5"),
+            normalized_hash("The threshold is 5")
+        );
+        assert_ne!(normalized_hash("I use C++"), normalized_hash("I use C"));
+        assert_ne!(normalized_hash("Budget $5k"), normalized_hash("Budget €5k"));
+        assert_ne!(normalized_hash("👍"), normalized_hash("👎"));
+        assert_ne!(normalized_hash("..."), normalized_hash("?!"));
+        assert_eq!(normalized_hash("👍 "), normalized_hash(" 👍"));
+        assert_eq!(
+            normalized_hash("Café au lait."),
+            normalized_hash("café AU lait")
+        );
     }
 
     #[test]
@@ -144,6 +211,36 @@ mod tests {
             "different verb forms are left alone"
         );
         assert!(contradiction("Alice is on the team", "Alice is not on the team").is_some());
+        // Contractions and "do not" are negations too.
+        assert!(contradiction(
+            "I drink coffee every morning",
+            "I don't drink coffee every morning"
+        )
+        .is_some());
+        assert!(contradiction(
+            "I drink coffee every morning",
+            "I do not drink coffee every morning"
+        )
+        .is_some());
+        assert!(contradiction("Bob is my manager", "Bob isn\u{2019}t my manager").is_some());
+    }
+
+    #[test]
+    fn a_different_subject_or_qualifier_is_not_a_changed_value() {
+        assert!(contradiction("Alice lives in Paris", "Bob lives in Paris").is_none());
+        assert!(contradiction("My sister lives in Tokyo", "My brother lives in Tokyo").is_none());
+        assert!(contradiction(
+            "The staging rate limit is 1000 req/min",
+            "The production rate limit is 1000 req/min"
+        )
+        .is_none());
+        // The same subject with a new value still is one.
+        assert!(contradiction("Alice lives in Paris", "Alice lives in Tokyo").is_some());
+        assert!(contradiction(
+            "Our cluster runs k8s version 1.27",
+            "Our cluster runs k8s version 1.29"
+        )
+        .is_some());
     }
 
     #[test]

@@ -125,12 +125,43 @@ const DEFINITION_MARKERS: &[&str] = &[
     " is my ",
     " always ",
     " never ",
+    " live in ",
+    " work at ",
+    " work as ",
+    " work for ",
+    " works for ",
+    " my favourite ",
+    " my favorite ",
+    " is set to ",
 ];
 
+/// True when `phrase` occurs in `lower` as whole words: "wip" in "a wip branch" but not
+/// in "I wiped the disk", " steps" in "three steps" but not in "my stepson".
+fn has_phrase(lower: &str, phrase: &str) -> bool {
+    let needle = phrase.trim();
+    if needle.is_empty() {
+        return false;
+    }
+    let wordlike = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    lower.match_indices(needle).any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + needle.len()..].chars().next();
+        let starts_word = !needle.starts_with(char::is_alphanumeric) || !wordlike(before);
+        let ends_word = !needle.ends_with(char::is_alphanumeric) || !wordlike(after);
+        starts_word && ends_word
+    })
+}
+
+/// A token that negates: "not", "never", "no", or a contraction ending in "n't".
+fn is_negation(token: &str) -> bool {
+    matches!(token, "not" | "never" | "no") || token.ends_with("n't")
+}
+
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '\u{2019}')
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '\u{2019}'))
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
+        .map(|w| w.to_lowercase().replace('\u{2019}', "'"))
         .collect()
 }
 
@@ -151,7 +182,7 @@ pub fn looks_procedural(text: &str) -> bool {
         })
         .count();
     lower.contains(" how to ")
-        || lower.contains(" steps")
+        || has_phrase(&lower, "steps")
         || numbered >= 2
         || PROCEDURE_VERBS.contains(&first)
         || (lower.contains(" first ") && lower.contains(" then "))
@@ -160,16 +191,35 @@ pub fn looks_procedural(text: &str) -> bool {
         || lower.contains(" run `")
 }
 
+/// The feeling `text` expresses, by its emotion words: (valence −1..1, arousal 0..1).
+/// A negation turns the valence around and halves it ("not happy"). None without an
+/// emotion word. Used for affective memories whichever way they were typed.
+pub fn emotion_of(text: &str) -> Option<(f32, f32)> {
+    emotion_in(&words(text)).map(|(v, a, _)| (v, a))
+}
+
+fn emotion_in(tokens: &[String]) -> Option<(f32, f32, &'static str)> {
+    let emotions: Vec<&(&str, f32, f32)> = EMOTIONS
+        .iter()
+        .filter(|(w, _, _)| tokens.iter().any(|t| t == w))
+        .collect();
+    let first = emotions.first()?;
+    let n = emotions.len() as f32;
+    let mut valence = emotions.iter().map(|e| e.1).sum::<f32>() / n;
+    if tokens.iter().any(|t| is_negation(t)) {
+        valence = -valence * 0.5;
+    }
+    let arousal = emotions.iter().map(|e| e.2).sum::<f32>() / n;
+    Some((valence.clamp(-1.0, 1.0), arousal.clamp(0.0, 1.0), first.0))
+}
+
 /// Classify `text` by rules.
 pub fn route(text: &str) -> RoutingDecision {
     let lower = format!(" {} ", text.to_lowercase());
     let tokens = words(text);
     let mut scores: Vec<(MemoryType, f32, String)> = Vec::new();
 
-    if let Some(marker) = WORKING_MARKERS
-        .iter()
-        .find(|m| lower.contains(&format!(" {m}")) || lower.contains(&format!("{m}:")))
-    {
+    if let Some(marker) = WORKING_MARKERS.iter().find(|m| has_phrase(&lower, m)) {
         scores.push((
             MemoryType::Working,
             3.0,
@@ -186,7 +236,7 @@ pub fn route(text: &str) -> RoutingDecision {
     let first = tokens.first().map(String::as_str).unwrap_or("");
     if lower.contains(" how to ")
         || lower.contains("how do i ")
-        || lower.contains(" steps")
+        || has_phrase(&lower, "steps")
         || step_count >= 2
     {
         let why = if step_count >= 2 {
@@ -205,27 +255,16 @@ pub fn route(text: &str) -> RoutingDecision {
         ));
     }
 
-    let emotions: Vec<&(&str, f32, f32)> = EMOTIONS
-        .iter()
-        .filter(|(w, _, _)| tokens.iter().any(|t| t == w))
-        .collect();
+    let emotion = emotion_in(&tokens);
     let mut valence = None;
     let mut arousal = None;
-    if !emotions.is_empty() {
-        let n = emotions.len() as f32;
-        let mut v = emotions.iter().map(|e| e.1).sum::<f32>() / n;
-        if tokens
-            .iter()
-            .any(|t| t == "not" || t == "never" || t == "n't")
-        {
-            v = -v * 0.5;
-        }
-        valence = Some(v.clamp(-1.0, 1.0));
-        arousal = Some((emotions.iter().map(|e| e.2).sum::<f32>() / n).clamp(0.0, 1.0));
+    if let Some((v, a, word)) = emotion {
+        valence = Some(v);
+        arousal = Some(a);
         scores.push((
             MemoryType::Affective,
             2.5,
-            format!("emotion word \"{}\"", emotions[0].0),
+            format!("emotion word \"{word}\""),
         ));
     }
 
@@ -270,11 +309,36 @@ pub fn route(text: &str) -> RoutingDecision {
         ));
     }
 
-    if let Some(marker) = DEFINITION_MARKERS.iter().find(|m| lower.contains(*m)) {
+    // A negated statement is still a statement of fact ("Bob is not my manager",
+    // "she doesn't live in Paris"): match the markers on its affirmative form.
+    let affirmative = format!(
+        " {} ",
+        tokens
+            .iter()
+            .filter(|t| !matches!(t.as_str(), "not" | "no" | "longer"))
+            .map(|t| t.strip_suffix("n't").unwrap_or(t))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    // An attribute with a value: "the rate limit is 1000 req/min", "our SLA is 99.9%".
+    let valued = tokens.windows(3).skip(1).find(|w| {
+        matches!(w[0].as_str(), "is" | "are")
+            && w[1..].iter().any(|t| t.chars().any(|c| c.is_ascii_digit()))
+    });
+    if let Some(marker) = DEFINITION_MARKERS
+        .iter()
+        .find(|m| lower.contains(*m) || affirmative.contains(*m))
+    {
         scores.push((
             MemoryType::Semantic,
             1.5,
             format!("definitional statement (\"{}\")", marker.trim()),
+        ));
+    } else if let Some(window) = valued {
+        scores.push((
+            MemoryType::Semantic,
+            1.5,
+            format!("attribute with a value (\"{} {}\")", window[0], window[1]),
         ));
     }
 
@@ -350,6 +414,47 @@ mod tests {
         let sad = route("I feel sad and lonely");
         assert!(sad.valence.unwrap() < -0.5);
         assert!(route("Paris is the capital of France").valence.is_none());
+    }
+
+    #[test]
+    fn attribute_statements_are_knowledge_even_when_negated() {
+        assert_eq!(kind("I live in Paris"), MemoryType::Semantic);
+        assert_eq!(kind("I work at Acme as an SRE"), MemoryType::Semantic);
+        assert_eq!(kind("The rate limit is 1000 req/min"), MemoryType::Semantic);
+        assert_eq!(kind("My favourite editor is vim"), MemoryType::Semantic);
+        assert_eq!(kind("Bob is my manager"), MemoryType::Semantic);
+        assert_eq!(kind("Bob is not my manager"), MemoryType::Semantic);
+        assert_eq!(kind("Bob isn't my manager"), MemoryType::Semantic);
+        assert_eq!(kind("She doesn't live in Paris"), MemoryType::Semantic);
+        let valued = route("The rate limit is 1000 req/min");
+        assert!(valued.reason.contains("is 1000"), "{}", valued.reason);
+    }
+
+    #[test]
+    fn markers_match_whole_words_only() {
+        assert_ne!(kind("I wiped the staging database"), MemoryType::Working);
+        assert_eq!(kind("wip: the parser rewrite"), MemoryType::Working);
+        assert_eq!(kind("The parser rewrite is wip"), MemoryType::Working);
+        assert_ne!(kind("My stepson lives in Paris"), MemoryType::Procedural);
+        assert_eq!(kind("My stepson lives in Paris"), MemoryType::Semantic);
+        assert_eq!(
+            kind("The release takes three steps"),
+            MemoryType::Procedural
+        );
+    }
+
+    #[test]
+    fn negated_emotions_turn_valence_around() {
+        for text in [
+            "I don't love the new UI",
+            "I wasn't happy with the review",
+            "I was not happy with the review",
+            "I didn\u{2019}t love the new UI",
+        ] {
+            let decision = route(text);
+            assert_eq!(decision.memory_type, MemoryType::Affective, "{text}");
+            assert!(decision.valence.unwrap() < 0.0, "{text}");
+        }
     }
 
     #[test]

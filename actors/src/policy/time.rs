@@ -240,17 +240,37 @@ pub fn find_time_expression(query: &str, now: DateTime<Utc>) -> Option<FoundTime
     };
     let cleaned: Vec<String> = words.iter().map(|w| clean(w)).collect();
     let mut best: Option<(usize, usize, TimeRange)> = None;
+    // A bare number after a lead word is a year only in a year's company ("in 2023",
+    // "before 2020"), never a port or a count ("on 8080", "before 1000 users").
+    let bare_number =
+        |span: &[String]| span.len() == 2 && span[1].chars().all(|c| c.is_ascii_digit());
+    let plausible_year = |lead: &str, word: &str| {
+        matches!(lead, "in" | "since" | "before" | "during")
+            && word.len() == 4
+            && word
+                .parse::<i32>()
+                .is_ok_and(|year| (1900..=now.year() + 1).contains(&year))
+    };
     for start in 0..cleaned.len() {
-        for end in (start + 1..=(start + 6).min(cleaned.len())).rev() {
+        // Nine words: "between 8 May 2023 and 10 May 2023".
+        for end in (start + 1..=(start + 9).min(cleaned.len())).rev() {
             let span = &cleaned[start..end];
             let phrase = span.join(" ");
             let range = if TIME_LEADS.contains(&span[0].as_str()) {
-                parse_time_query(&phrase, now)
-                    .ok()
-                    .or_else(|| month_without_year(span, now))
+                if bare_number(span) && !plausible_year(&span[0], &span[1]) {
+                    None
+                } else {
+                    parse_time_query(&phrase, now)
+                        .ok()
+                        .or_else(|| month_without_year(span, now))
+                }
             } else if span.len() == 3 && span[2] == "ago" {
                 ago(span, now)
-            } else if span.len() == 2 && month_number(&span[0]).is_some() && span[1].len() == 4 {
+            } else if (2..=3).contains(&span.len())
+                && span.iter().any(|w| month_number(w).is_some())
+                && span[span.len() - 1].len() == 4
+            {
+                // "May 2023", "8 May 2023", "May 8, 2023".
                 parse_date_span(&phrase)
             } else {
                 None
@@ -489,5 +509,37 @@ mod tests {
         assert_eq!(ago.range.start, at("2024-03-10T00:00:00Z"));
         assert!(find_time_expression("what is the last item in the list", now).is_none());
         assert!(find_time_expression("how do I deploy", now).is_none());
+    }
+
+    #[test]
+    fn numbers_that_are_not_years_stay_in_the_question() {
+        let now = at("2024-03-13T12:00:00Z");
+        assert!(find_time_expression("the service on 8080 keeps crashing", now).is_none());
+        assert!(find_time_expression("what did we do before 1000 users signed up", now).is_none());
+        assert!(find_time_expression("the job in 3000 batches", now).is_none());
+        let before = find_time_expression("what did we use before 2020", now).unwrap();
+        assert_eq!(before.range.end, at("2020-01-01T00:00:00Z"));
+        assert_eq!(before.rest, "what did we use");
+    }
+
+    #[test]
+    fn dates_with_a_day_keep_their_day() {
+        let now = at("2024-03-13T12:00:00Z");
+        let day = find_time_expression("notes from 8 May 2023", now).unwrap();
+        assert_eq!(
+            (day.range.start, day.range.end),
+            (at("2023-05-08T00:00:00Z"), at("2023-05-09T00:00:00Z"))
+        );
+        assert_eq!(day.rest, "notes from");
+        let us = find_time_expression("what shipped on May 8, 2023?", now).unwrap();
+        assert_eq!(us.range.start, at("2023-05-08T00:00:00Z"));
+        assert_eq!(us.rest, "what shipped");
+        let between =
+            find_time_expression("what happened between 8 May 2023 and 10 May 2023", now).unwrap();
+        assert_eq!(
+            (between.range.start, between.range.end),
+            (at("2023-05-08T00:00:00Z"), at("2023-05-11T00:00:00Z"))
+        );
+        assert_eq!(between.rest, "what happened");
     }
 }
