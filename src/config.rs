@@ -235,6 +235,8 @@ pub struct RecallConfig {
     pub session_diversity: f64,
     /// Score multiplier (1 + this) for memories attributed to someone the query names.
     pub speaker_boost: f64,
+    /// Compare the question's topic without the names of the speakers it names.
+    pub topic_without_speakers: bool,
 }
 
 /// `[dedup]`.
@@ -968,6 +970,7 @@ impl Settings {
                 feedback_terms: self.recall.feedback_terms,
                 session_diversity: self.recall.session_diversity,
                 speaker_boost: self.recall.speaker_boost,
+                topic_without_speakers: self.recall.topic_without_speakers,
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,

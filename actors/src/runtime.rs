@@ -118,6 +118,9 @@ pub struct RecallSettings {
     /// Score multiplier (1 + this) for a memory attributed to someone the query names
     /// (`metadata.speaker`, or a transcript line "Alice: …"); 0 turns it off.
     pub speaker_boost: f64,
+    /// Score the similarity to the question without the names of the speakers it
+    /// names (attribution is `speaker_boost`'s job); needs `speaker_boost` > 0.
+    pub topic_without_speakers: bool,
     /// Penalty (0..1) per hit already taken from the same session when the final list
     /// is picked (`policy::fusion::diversify`); 0 keeps the plain score order.
     pub session_diversity: f64,
@@ -138,7 +141,8 @@ impl Default for RecallSettings {
             feedback_documents: 3,
             feedback_terms: 5,
             session_diversity: 0.0,
-            speaker_boost: 0.5,
+            speaker_boost: 1.0,
+            topic_without_speakers: true,
         }
     }
 }
@@ -530,6 +534,10 @@ struct RuntimeInner {
     /// Per (agent, content hash) locks: identical concurrent writes take turns, so the
     /// later one is deduplicated instead of inserting a twin.
     content_locks: key_locks::KeyLocks,
+    /// Speakers each agent's memories are attributed to (lower case), learnt from what
+    /// is remembered and recalled, so recall knows before it embeds a question which of
+    /// its words name a speaker (lost on restart and learnt again; see `recall`).
+    speakers: std::sync::Mutex<HashMap<AgentId, std::collections::HashSet<String>>>,
     /// How far each projection has applied (published by the projector).
     watermarks: Arc<crate::actors::projector::Watermarks>,
     /// Name of the embedded vector index (the fallback of a vector projection).
@@ -622,6 +630,7 @@ impl Runtime {
                 store: parts.memories.clone(),
                 projections: parts.projections.clone(),
                 content_locks: Default::default(),
+                speakers: Default::default(),
                 watermarks,
                 index_backend: parts.vectors.backend_name(),
                 backends: (
@@ -1322,6 +1331,7 @@ impl Runtime {
                 reply,
             })
             .await?;
+            self.learn_speakers(agent, records.iter().map(|r| &r.memory));
             let entries: Vec<EmbeddingRecord> = records
                 .iter()
                 .map(|r| embedding_record(&r.memory, r.embedding.clone()))
@@ -1658,6 +1668,58 @@ impl Runtime {
         Ok(found)
     }
 
+    /// Remember who `agent`'s memories are attributed to (at most `MAX_SPEAKERS`).
+    fn learn_speakers<'a>(&self, agent: &AgentId, memories: impl Iterator<Item = &'a Memory>) {
+        const MAX_SPEAKERS: usize = 4096;
+        let mut found: Vec<String> = memories
+            .filter(|m| m.agent_id == *agent)
+            .filter_map(speaker_of)
+            .map(str::to_lowercase)
+            .collect();
+        if found.is_empty() {
+            return;
+        }
+        found.sort_unstable();
+        found.dedup();
+        let mut speakers = self
+            .inner
+            .speakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let known = speakers.entry(agent.clone()).or_default();
+        for speaker in found {
+            if known.len() >= MAX_SPEAKERS {
+                break;
+            }
+            known.insert(speaker);
+        }
+    }
+
+    /// The known speakers of `agent` that `words` name.
+    fn named_speakers(
+        &self,
+        agent: &AgentId,
+        words: &std::collections::HashSet<String>,
+    ) -> Vec<String> {
+        let speakers = self
+            .inner
+            .speakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut named: Vec<String> = speakers
+            .get(agent)
+            .map(|known| {
+                known
+                    .iter()
+                    .filter(|s| crate::policy::fusion::names_speaker(words, s))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        named.sort_unstable();
+        named
+    }
+
     /// Recall: vector and keyword retrieval in parallel, fused, filtered and re-ranked.
     pub async fn recall(&self, input: RecallInput) -> MemoryResult<RecallOutcome> {
         let started = Instant::now();
@@ -1694,6 +1756,21 @@ impl Runtime {
             .as_ref()
             .filter(|found| !found.rest.trim().is_empty())
             .map_or_else(|| input.query.clone(), |found| found.rest.clone());
+        // The question's topic without the speakers it names (see `without_speakers`):
+        // what the vector retriever and the similarity compare, when the speakers are
+        // already known; else the whole question, corrected below once the candidates
+        // show who is named.
+        let settings = self.inner.config.recall;
+        let strips_speakers = settings.speaker_boost > 0.0 && settings.topic_without_speakers;
+        let asked_words = crate::policy::fusion::query_words(&input.query);
+        let topic_text = if strips_speakers {
+            let named = self.named_speakers(&input.agent_id, &asked_words);
+            let named: Vec<&str> = named.iter().map(String::as_str).collect();
+            crate::policy::fusion::without_speakers(&search_text, &named)
+        } else {
+            None
+        };
+        let embedded_text = topic_text.clone().unwrap_or_else(|| search_text.clone());
         let time_window = input
             .time_range
             .or(hinted.as_ref().map(|found| found.range));
@@ -1729,7 +1806,6 @@ impl Runtime {
             occurred: Some(range),
             project_id: None,
         });
-        let settings = self.inner.config.recall;
         let (
             (vector_hits, vector_ms),
             (keyword_hits, keyword_ms),
@@ -1739,7 +1815,7 @@ impl Runtime {
             // With the vector retriever weighted out, the question is not even embedded.
             timed(async {
                 if settings.vector_weight > 0.0 {
-                    Some(self.embed_and_search(&search_text, &vector_query).await)
+                    Some(self.embed_and_search(&embedded_text, &vector_query).await)
                 } else {
                     None
                 }
@@ -1871,43 +1947,66 @@ impl Runtime {
                 .cloned()
                 .collect()
         };
-        let (similarity, similarity_ms) = timed(async {
-            if scores_similarity {
-                self.similarity(&query_vector, &candidates).await
-            } else {
-                Ok(HashMap::new())
-            }
-        })
-        .await;
-        let similarity = similarity?;
-        // The best similarity among the candidates, to score memories the expansion adds.
-        let best_similarity = similarity
-            .values()
-            .copied()
-            .chain(
-                lists
-                    .iter()
-                    .filter(|l| l.retriever == Retriever::Vector)
-                    .flat_map(|l| l.hits.iter().map(|(_, s)| *s)),
-            )
-            .fold(0.0, f64::max);
-        let mut fused = score_fusion(&lists, &similarity);
-        // Only the best candidates are worth reading back; filters rarely drop many of them.
-        fused.truncate(fetch);
-        let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
+        // Read every candidate back once: the speakers the question names are learnt
+        // from them, and the filters and re-ranking need them anyway.
         let (memories, fetch_ms) = timed(self.episodic(|reply| EpisodicMsg::GetMany {
-            ids: ids.clone(),
+            ids: candidates.clone(),
             reply,
         }))
         .await;
         let mut memories = memories?;
+        self.learn_speakers(&input.agent_id, memories.iter());
         // A memory attributed to someone the question names ("what did Alice say …").
-        let asked_words = crate::policy::fusion::query_words(&input.query);
         let attributed = |memory: &Memory| {
             settings.speaker_boost > 0.0
                 && speaker_of(memory)
                     .is_some_and(|s| crate::policy::fusion::names_speaker(&asked_words, s))
         };
+        // Who said it is matched by attribution; the similarity to the question then
+        // measures the topic alone: the question is embedded again without the names of
+        // the speakers it names (else a short "Hi Alice!" outscores what Alice said
+        // about the topic).
+        let (similarity, similarity_ms) = timed(async {
+            if !scores_similarity {
+                return Ok((HashMap::new(), query_vector.clone()));
+            }
+            let mut named_speakers: Vec<&str> = memories
+                .iter()
+                .filter(|m| attributed(m))
+                .filter_map(speaker_of)
+                .collect();
+            named_speakers.sort_unstable();
+            named_speakers.dedup();
+            let topic = strips_speakers
+                .then(|| crate::policy::fusion::without_speakers(&search_text, &named_speakers))
+                .flatten();
+            // Embed again only when the candidates named a speaker recall did not know yet.
+            let vector = match topic {
+                Some(topic) if topic != embedded_text => self
+                    .embed(vec![topic])
+                    .await?
+                    .pop()
+                    .unwrap_or_else(|| query_vector.clone()),
+                _ => query_vector.clone(),
+            };
+            let similarity = self.similarity(&vector, &candidates).await?;
+            Ok::<_, MemoryError>((similarity, vector))
+        })
+        .await;
+        let (similarity, query_vector) = similarity?;
+        // The best similarity among the candidates, to score memories the expansion adds.
+        let best_similarity = if similarity.is_empty() {
+            lists
+                .iter()
+                .filter(|l| l.retriever == Retriever::Vector)
+                .flat_map(|l| l.hits.iter().map(|(_, s)| *s))
+                .fold(0.0, f64::max)
+        } else {
+            similarity.values().copied().fold(0.0, f64::max)
+        };
+        let mut fused = score_fusion(&lists, &similarity);
+        // Only the best candidates go on; filters rarely drop many of them.
+        fused.truncate(fetch);
         if settings.speaker_boost > 0.0 {
             let named: std::collections::HashSet<&MemoryId> = memories
                 .iter()
@@ -2827,6 +2926,48 @@ mod tests {
             embedded
         );
         runtime.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn similarity_compares_the_topic_without_the_named_speaker() {
+        use crate::embedding::Embedder;
+        let parts = RuntimeParts::in_memory();
+        let embedder = crate::embedding::BuiltinEmbedder::new(256);
+        let content = "Alice: I restore vintage motorbikes on weekends";
+        let question = "What does Alice restore on weekends?";
+        let cosine = |a: &str, b: &str| {
+            let (a, b) = (embedder.embed(a).unwrap(), embedder.embed(b).unwrap());
+            a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum::<f64>()
+        };
+        let expected = cosine("What does restore on weekends?", content);
+        assert!((expected - cosine(question, content)).abs() > 1e-3);
+        let vector_of =
+            |outcome: &RecallOutcome| outcome.hits[0].components.as_ref().unwrap()["vector"];
+        let agent = AgentId::parse("lib").unwrap();
+        let ask = || RecallInput {
+            debug: true,
+            ..RecallInput::new(agent.clone(), question)
+        };
+        let runtime = Runtime::start(parts.clone(), config()).await.unwrap();
+        runtime
+            .remember(
+                &agent,
+                RememberInput {
+                    content: content.into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        // The speaker is known from the write: the question is embedded without the name.
+        let known = runtime.recall(ask()).await.unwrap();
+        assert!((vector_of(&known) - expected).abs() < 1e-4, "{known:?}");
+        runtime.shutdown().await.unwrap();
+        // After a restart the speaker is learnt from the candidates: the same similarity.
+        let restarted = Runtime::start(parts, config()).await.unwrap();
+        let learnt = restarted.recall(ask()).await.unwrap();
+        assert!((vector_of(&learnt) - expected).abs() < 1e-4, "{learnt:?}");
+        restarted.shutdown().await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

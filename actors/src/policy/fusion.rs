@@ -151,8 +151,9 @@ pub fn score_fusion(lists: &[RankedList], similarity: &HashMap<MemoryId, f64>) -
                 continue;
             }
             entry.matched_by.push(list.retriever);
-            entry.components.push((list.retriever, *raw));
+            // The vector component is the similarity actually scored, recorded below.
             if list.retriever != Retriever::Vector {
+                entry.components.push((list.retriever, *raw));
                 let share = if best > 0.0 {
                     (raw / best).max(0.0)
                 } else {
@@ -166,14 +167,12 @@ pub fn score_fusion(lists: &[RankedList], similarity: &HashMap<MemoryId, f64>) -
         let found: HashMap<&MemoryId, f64> = vector.hits.iter().map(|(id, s)| (id, *s)).collect();
         let cosine = |id: &MemoryId| similarity.get(id).or_else(|| found.get(id)).copied();
         let best = by_id.keys().filter_map(|id| cosine(id)).fold(0.0, f64::max);
-        if best > 0.0 {
-            for (id, hit) in &mut by_id {
-                if let Some(value) = cosine(id) {
+        for (id, hit) in &mut by_id {
+            if let Some(value) = cosine(id) {
+                if best > 0.0 {
                     hit.score += vector.weight * value.max(0.0) / best;
-                    if !hit.matched_by.contains(&Retriever::Vector) {
-                        hit.components.push((Retriever::Vector, value));
-                    }
                 }
+                hit.components.push((Retriever::Vector, value));
             }
         }
     }
@@ -265,6 +264,42 @@ pub fn names_speaker(query_words: &std::collections::HashSet<String>, speaker: &
         .map(str::to_lowercase)
         .peekable();
     words.peek().is_some() && words.all(|w| query_words.contains(&w))
+}
+
+/// The question without the words that name `speakers` (and their possessive "'s"):
+/// "What books has Alice's brother read?" with speaker "Alice" → "What books has
+/// brother read?". None when nothing was removed, or when no meaningful word is left
+/// ("What did Alice say?"), so the caller keeps the question as it is.
+pub fn without_speakers(query: &str, speakers: &[&str]) -> Option<String> {
+    let names: std::collections::HashSet<String> = speakers
+        .iter()
+        .flat_map(|s| s.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let mut removed = false;
+    let kept: Vec<&str> = query
+        .split_whitespace()
+        .filter(|token| {
+            let word = token
+                .trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+                .replace('\u{2019}', "'");
+            let word = word.strip_suffix("'s").unwrap_or(&word);
+            let named = names.contains(word);
+            removed |= named;
+            !named
+        })
+        .collect();
+    let meaningful = kept.iter().any(|token| {
+        token
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| !w.is_empty() && !crate::text::is_stopword(&w.to_lowercase()))
+    });
+    (removed && meaningful).then(|| kept.join(" "))
 }
 
 /// Greedy diversification over groups (sessions): pick up to `limit` items, each time
@@ -471,5 +506,34 @@ mod tests {
             "Dr. Jane Smith"
         ));
         assert!(!names_speaker(&words, "..."));
+    }
+
+    #[test]
+    fn questions_lose_the_names_of_the_speakers_they_name() {
+        assert_eq!(
+            without_speakers("What books has Alice's brother read?", &["Alice"]).as_deref(),
+            Some("What books has brother read?")
+        );
+        assert_eq!(
+            without_speakers(
+                "What did Dr Smith and Bob plan for May?",
+                &["Dr Smith", "Bob"]
+            )
+            .as_deref(),
+            Some("What did and plan for May?")
+        );
+        assert_eq!(
+            without_speakers("Where has ALICE\u{2019}s team camped?", &["Alice"]).as_deref(),
+            Some("Where has team camped?")
+        );
+        // Nothing named, or nothing left to compare: keep the question.
+        assert_eq!(
+            without_speakers("What books has Bob read?", &["Alice"]),
+            None
+        );
+        assert_eq!(without_speakers("And what about Alice?", &["Alice"]), None);
+        assert_eq!(without_speakers("What books has Alice read?", &[]), None);
+        // A name inside another word stays.
+        assert_eq!(without_speakers("Is Alicemail down?", &["Alice"]), None);
     }
 }
