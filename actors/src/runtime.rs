@@ -1947,10 +1947,21 @@ impl Runtime {
                 .cloned()
                 .collect()
         };
-        // Read every candidate back once: the speakers the question names are learnt
-        // from them, and the filters and re-ranking need them anyway.
-        let (memories, fetch_ms) = timed(self.episodic(|reply| EpisodicMsg::GetMany {
-            ids: candidates.clone(),
+        let (similarity, mut similarity_ms) = timed(async {
+            if scores_similarity {
+                self.similarity(&query_vector, &candidates).await
+            } else {
+                Ok(HashMap::new())
+            }
+        })
+        .await;
+        let mut similarity = similarity?;
+        let mut fused = score_fusion(&lists, &similarity);
+        // Only the best candidates are worth reading back; filters rarely drop many of them.
+        fused.truncate(fetch);
+        let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
+        let (memories, mut fetch_ms) = timed(self.episodic(|reply| EpisodicMsg::GetMany {
+            ids: ids.clone(),
             reply,
         }))
         .await;
@@ -1962,14 +1973,11 @@ impl Runtime {
                 && speaker_of(memory)
                     .is_some_and(|s| crate::policy::fusion::names_speaker(&asked_words, s))
         };
-        // Who said it is matched by attribution; the similarity to the question then
-        // measures the topic alone: the question is embedded again without the names of
-        // the speakers it names (else a short "Hi Alice!" outscores what Alice said
-        // about the topic).
-        let (similarity, similarity_ms) = timed(async {
-            if !scores_similarity {
-                return Ok((HashMap::new(), query_vector.clone()));
-            }
+        // The candidates name a speaker recall did not know when it embedded the
+        // question (the first such question after a restart): embed the topic without
+        // the name now, score the similarities again and fuse again.
+        let mut query_vector = query_vector;
+        if scores_similarity && strips_speakers {
             let mut named_speakers: Vec<&str> = memories
                 .iter()
                 .filter(|m| attributed(m))
@@ -1977,23 +1985,33 @@ impl Runtime {
                 .collect();
             named_speakers.sort_unstable();
             named_speakers.dedup();
-            let topic = strips_speakers
-                .then(|| crate::policy::fusion::without_speakers(&search_text, &named_speakers))
-                .flatten();
-            // Embed again only when the candidates named a speaker recall did not know yet.
-            let vector = match topic {
-                Some(topic) if topic != embedded_text => self
-                    .embed(vec![topic])
-                    .await?
-                    .pop()
-                    .unwrap_or_else(|| query_vector.clone()),
-                _ => query_vector.clone(),
-            };
-            let similarity = self.similarity(&vector, &candidates).await?;
-            Ok::<_, MemoryError>((similarity, vector))
-        })
-        .await;
-        let (similarity, query_vector) = similarity?;
+            let topic = crate::policy::fusion::without_speakers(&search_text, &named_speakers)
+                .filter(|topic| *topic != embedded_text);
+            if let Some(topic) = topic {
+                let (rescored, took) = timed(async {
+                    let vector = self.embed(vec![topic]).await?.pop().unwrap_or_default();
+                    let similarity = self.similarity(&vector, &candidates).await?;
+                    Ok::<_, MemoryError>((vector, similarity))
+                })
+                .await;
+                similarity_ms += took;
+                (query_vector, similarity) = rescored?;
+                fused = score_fusion(&lists, &similarity);
+                fused.truncate(fetch);
+                let known: std::collections::HashSet<&MemoryId> =
+                    memories.iter().map(|m| &m.id).collect();
+                let missing: Vec<MemoryId> = fused
+                    .iter()
+                    .map(|h| h.id.clone())
+                    .filter(|id| !known.contains(id))
+                    .collect();
+                if !missing.is_empty() {
+                    let (more, took) = timed(self.get_many(&missing)).await;
+                    fetch_ms += took;
+                    memories.extend(more?);
+                }
+            }
+        }
         // The best similarity among the candidates, to score memories the expansion adds.
         let best_similarity = if similarity.is_empty() {
             lists
@@ -2004,9 +2022,6 @@ impl Runtime {
         } else {
             similarity.values().copied().fold(0.0, f64::max)
         };
-        let mut fused = score_fusion(&lists, &similarity);
-        // Only the best candidates go on; filters rarely drop many of them.
-        fused.truncate(fetch);
         if settings.speaker_boost > 0.0 {
             let named: std::collections::HashSet<&MemoryId> = memories
                 .iter()

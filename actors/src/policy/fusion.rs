@@ -268,8 +268,10 @@ pub fn names_speaker(query_words: &std::collections::HashSet<String>, speaker: &
 
 /// The question without the words that name `speakers` (and their possessive "'s"):
 /// "What books has Alice's brother read?" with speaker "Alice" → "What books has
-/// brother read?". None when nothing was removed, or when no meaningful word is left
-/// ("What did Alice say?"), so the caller keeps the question as it is.
+/// brother read?". Only a capitalised word after the first is taken for a name, so a
+/// label that is a common word ("Decision: …") keeps its meaning in "what was the
+/// decision on X". None when nothing was removed, or when no meaningful word is left
+/// ("And what about Alice?"), so the caller keeps the question as it is.
 pub fn without_speakers(query: &str, speakers: &[&str]) -> Option<String> {
     let names: std::collections::HashSet<String> = speakers
         .iter()
@@ -283,7 +285,15 @@ pub fn without_speakers(query: &str, speakers: &[&str]) -> Option<String> {
     let mut removed = false;
     let kept: Vec<&str> = query
         .split_whitespace()
-        .filter(|token| {
+        .enumerate()
+        .filter(|(position, token)| {
+            let capitalised = token
+                .chars()
+                .find(|c| c.is_alphanumeric())
+                .is_some_and(char::is_uppercase);
+            if *position == 0 || !capitalised {
+                return true;
+            }
             let word = token
                 .trim_matches(|c: char| !c.is_alphanumeric())
                 .to_lowercase()
@@ -293,6 +303,7 @@ pub fn without_speakers(query: &str, speakers: &[&str]) -> Option<String> {
             removed |= named;
             !named
         })
+        .map(|(_, token)| token)
         .collect();
     let meaningful = kept.iter().any(|token| {
         token
@@ -535,5 +546,14 @@ mod tests {
         assert_eq!(without_speakers("What books has Alice read?", &[]), None);
         // A name inside another word stays.
         assert_eq!(without_speakers("Is Alicemail down?", &["Alice"]), None);
+        // A label that is a common word is a name only where it is written as one.
+        assert_eq!(
+            without_speakers("what was the decision on the database?", &["Decision"]),
+            None
+        );
+        assert_eq!(
+            without_speakers("Alice said what about the launch?", &["Alice"]),
+            None
+        );
     }
 }
