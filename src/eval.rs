@@ -297,6 +297,8 @@ pub struct LocomoReport {
     pub recall_p50_ms: f64,
     /// recall latency p95 (server-side), ms.
     pub recall_p95_ms: f64,
+    /// Mean time of each recall stage, ms, in the order recall reports them.
+    pub recall_stage_means_ms: Vec<(String, f64)>,
 }
 
 fn category_name(category: u8) -> &'static str {
@@ -345,6 +347,12 @@ pub async fn run_locomo(settings: &Settings, args: LocomoArgs, json: bool) -> an
         "remember p50 {:.2} ms, p95 {:.2} ms; recall p50 {:.2} ms, p95 {:.2} ms",
         report.remember_p50_ms, report.remember_p95_ms, report.recall_p50_ms, report.recall_p95_ms
     );
+    let stages: Vec<String> = report
+        .recall_stage_means_ms
+        .iter()
+        .map(|(stage, ms)| format!("{stage} {ms:.2}"))
+        .collect();
+    println!("recall stage means (ms): {}", stages.join(", "));
     Ok(())
 }
 
@@ -473,6 +481,8 @@ async fn evaluate_in(
     let runtime = services.runtime.clone();
     let mut remember_latencies = Vec::new();
     let mut recall_latencies = Vec::new();
+    // Total time of each recall stage across the questions, by stage name.
+    let mut stage_totals: Vec<(String, f64)> = Vec::new();
     let mut scores: Vec<(u8, QuestionScore)> = Vec::new();
     for sample in samples {
         let agent = AgentId::parse(&format!(
@@ -508,6 +518,12 @@ async fn evaluate_in(
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", question.text, e.message))?;
             recall_latencies.push(outcome.took_ms);
+            for (stage, ms) in &outcome.timings_ms {
+                match stage_totals.iter_mut().find(|(name, _)| name == stage) {
+                    Some((_, total)) => *total += ms,
+                    None => stage_totals.push(((*stage).to_string(), *ms)),
+                }
+            }
             let ranked: Vec<String> = outcome
                 .hits
                 .iter()
@@ -551,6 +567,10 @@ async fn evaluate_in(
         remember_p95_ms: percentile(&remember_latencies, 95.0),
         recall_p50_ms: percentile(&recall_latencies, 50.0),
         recall_p95_ms: percentile(&recall_latencies, 95.0),
+        recall_stage_means_ms: stage_totals
+            .into_iter()
+            .map(|(stage, total)| (stage, total / recall_latencies.len().max(1) as f64))
+            .collect(),
     })
 }
 
