@@ -215,6 +215,9 @@ impl Application {
             mcp_allowed_hosts: self.settings.server.mcp_allowed_hosts.clone(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
+            project_roots: crate::context::ProjectRoots::new(
+                self.settings.server.project_roots.clone(),
+            ),
         };
         let mcp_sessions = state.shutdown.clone();
         let router = crate::http::router(state, self.settings.server.max_body_bytes);

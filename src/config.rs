@@ -83,6 +83,8 @@ pub struct ServerSettings {
     pub fault_injection: bool,
     /// `Host` names `/mcp` accepts (guards a local server against DNS rebinding); empty accepts any.
     pub mcp_allowed_hosts: Vec<String>,
+    /// Directories build_context's `project_root` must lie in; empty admits any readable one.
+    pub project_roots: Vec<PathBuf>,
 }
 
 /// `[storage]`.
@@ -455,7 +457,8 @@ impl Settings {
                 .separator("__")
                 .try_parsing(true)
                 .list_separator(",")
-                .with_list_parse_key("server.mcp_allowed_hosts"),
+                .with_list_parse_key("server.mcp_allowed_hosts")
+                .with_list_parse_key("server.project_roots"),
         );
         let settings: Settings = builder
             .build()

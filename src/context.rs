@@ -16,18 +16,67 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Check that `project_root` is a usable directory.
-pub fn check_root(project_root: &Path) -> MemoryResult<()> {
-    if !project_root.is_dir() {
-        return Err(MemoryError::invalid(
-            "project_root",
-            format!(
-                "{} is not a directory this server can read",
-                project_root.display()
-            ),
-        ));
+/// The directories a request's `project_root` may name (`server.project_roots`).
+///
+/// build_context hashes files under `project_root`, and whether a memory comes back
+/// tells whether a file there still has a given hash: a server reachable by others
+/// should say which trees they may probe. Empty admits any directory the server can read.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectRoots {
+    /// The allowed trees, as configured (resolved on each check, so a tree mounted
+    /// after start counts).
+    allowed: std::sync::Arc<Vec<std::path::PathBuf>>,
+}
+
+impl ProjectRoots {
+    /// Admit `project_root` inside one of `allowed` (empty: anywhere).
+    pub fn new(allowed: Vec<std::path::PathBuf>) -> Self {
+        Self {
+            allowed: std::sync::Arc::new(allowed),
+        }
     }
-    Ok(())
+
+    /// The canonical form of `project_root` when it is a readable directory inside an
+    /// allowed tree; else `invalid_argument` (not a directory) or `permission_denied`
+    /// (outside every allowed tree, also through a symbolic link). Blocking file IO.
+    pub fn admit(&self, project_root: &Path) -> MemoryResult<std::path::PathBuf> {
+        let canonical = project_root
+            .canonicalize()
+            .ok()
+            .filter(|path| path.is_dir())
+            .ok_or_else(|| {
+                MemoryError::invalid(
+                    "project_root",
+                    format!(
+                        "{} is not a directory this server can read",
+                        project_root.display()
+                    ),
+                )
+            })?;
+        if self.allowed.is_empty() {
+            return Ok(canonical);
+        }
+        let inside = self.allowed.iter().any(|tree| {
+            let tree = tree.canonicalize().unwrap_or_else(|_| tree.clone());
+            canonical.starts_with(tree)
+        });
+        if inside {
+            Ok(canonical)
+        } else {
+            Err(MemoryError {
+                field: Some("project_root".into()),
+                ..MemoryError::new(
+                    mnemos_actors::error::ErrorCode::PermissionDenied,
+                    format!(
+                        "{} is outside the directories this server lets requests read \
+                         (server.project_roots); use a project under one of them or ask \
+                         the operator to add it",
+                        project_root.display()
+                    ),
+                )
+            })
+        }
+    }
 }
 
 /// Largest source file build_context hashes; a bigger one counts as stale (it cannot be

@@ -204,8 +204,9 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Mcp => {
             let services = Services::open(&settings).await?;
+            let roots = mnemos::context::ProjectRoots::new(settings.server.project_roots.clone());
             let served =
-                mnemos::mcp::serve_stdio(services.runtime.clone(), shutdown_signal()).await;
+                mnemos::mcp::serve_stdio(services.runtime.clone(), roots, shutdown_signal()).await;
             services.close().await?;
             served?;
         }

@@ -227,14 +227,17 @@ pub struct MnemosMcp {
     runtime: Runtime,
     /// Tool definitions, built once from the OpenAPI document.
     tools: Arc<Vec<Tool>>,
+    /// Directories build_context's `project_root` may name (`server.project_roots`).
+    project_roots: crate::context::ProjectRoots,
 }
 
 impl MnemosMcp {
-    /// A server over `runtime`.
-    pub fn new(runtime: Runtime) -> Self {
+    /// A server over `runtime` whose build_context reads only under `project_roots`.
+    pub fn new(runtime: Runtime, project_roots: crate::context::ProjectRoots) -> Self {
         Self {
             runtime,
             tools: Arc::new(tool_definitions()),
+            project_roots,
         }
     }
 
@@ -254,7 +257,9 @@ impl MnemosMcp {
             "consolidate" => answer(tools::consolidate(runtime, parse(arguments)?, "mcp").await),
             "reflect" => answer(tools::reflect(runtime, parse(arguments)?).await),
             "memory_history" => answer(tools::memory_history(runtime, parse(arguments)?).await),
-            "build_context" => answer(tools::build_context(runtime, parse(arguments)?).await),
+            "build_context" => {
+                answer(tools::build_context(runtime, &self.project_roots, parse(arguments)?).await)
+            }
             "extract_turn" => answer(tools::extract_turn(runtime, parse(arguments)?).await),
             "project_put" => answer(namespaces::project_put(runtime, parse(arguments)?).await),
             "project_list" => answer(namespaces::project_list(runtime, parse(arguments)?).await),
@@ -439,10 +444,11 @@ impl ServerHandler for MnemosMcp {
 pub fn http_service(
     runtime: Runtime,
     allowed_hosts: Vec<String>,
+    project_roots: crate::context::ProjectRoots,
     max_body_bytes: usize,
     shutdown: CancellationToken,
 ) -> StreamableHttpService<MnemosMcp, LocalSessionManager> {
-    let server = MnemosMcp::new(runtime);
+    let server = MnemosMcp::new(runtime, project_roots);
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts)
         .with_max_request_body_bytes(max_body_bytes)
@@ -458,10 +464,11 @@ pub fn http_service(
 /// Nothing but protocol messages goes to stdout (logs go to stderr).
 pub async fn serve_stdio(
     runtime: Runtime,
+    project_roots: crate::context::ProjectRoots,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let running = MnemosMcp::new(runtime)
+    let running = MnemosMcp::new(runtime, project_roots)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|error| anyhow::anyhow!("MCP initialisation failed: {error}"))?;

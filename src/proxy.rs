@@ -308,7 +308,15 @@ async fn inject(runtime: &Runtime, plan: &Plan, messages: &mut Vec<Value>) -> In
         "session_id": plan.session.as_ref().map(SessionId::as_str),
     }));
     let built = match body {
-        Ok(body) => crate::http::tools::build_context(runtime, body).await,
+        // The proxy never names a project root, so no directory is ever admitted here.
+        Ok(body) => {
+            crate::http::tools::build_context(
+                runtime,
+                &crate::context::ProjectRoots::default(),
+                body,
+            )
+            .await
+        }
         Err(error) => Err(MemoryError::internal(format!(
             "proxy recall request: {error}"
         ))),

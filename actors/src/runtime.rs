@@ -1308,29 +1308,32 @@ impl Runtime {
                 embedding,
             });
         }
-        // An exact duplicate of an earlier item follows that item wherever it went
-        // (the earlier item may itself have been a near-duplicate of a stored memory).
-        for index in 0..built.len() {
-            let Some(target) = duplicate_of[index].clone() else {
-                continue;
-            };
-            if let Some(first) = built.iter().position(|(m, _)| m.id == target) {
-                if let Some(redirect) = duplicate_of[first].clone() {
-                    duplicate_of[index] = Some(redirect);
-                }
-            }
-        }
+        redirect_duplicates(&built, &mut duplicate_of);
         contradiction_checks.retain(|(index, _)| duplicate_of[*index].is_none());
-        let superseded = self
+        let mut superseded = self
             .find_contradictions(agent, &built, &contradiction_checks)
             .await?;
 
         if !records.is_empty() {
-            self.episodic(|reply| EpisodicMsg::Insert {
-                records: records.clone(),
-                reply,
-            })
-            .await?;
+            // The store checks the content again inside its write transaction: another
+            // process sharing the database may have stored the same text since the
+            // lookup above (the content locks only order this process's writers).
+            let stored_elsewhere = self
+                .episodic(|reply| EpisodicMsg::InsertNewContent {
+                    records: records.clone(),
+                    reply,
+                })
+                .await?;
+            if !stored_elsewhere.is_empty() {
+                for (new_id, existing) in &stored_elsewhere {
+                    if let Some(index) = built.iter().position(|(m, _)| m.id == *new_id) {
+                        duplicate_of[index] = Some(existing.clone());
+                        superseded.retain(|(i, _, _)| *i != index);
+                    }
+                }
+                records.retain(|r| !stored_elsewhere.iter().any(|(id, _)| *id == r.memory.id));
+                redirect_duplicates(&built, &mut duplicate_of);
+            }
             self.learn_speakers(agent, records.iter().map(|r| &r.memory));
             let entries: Vec<EmbeddingRecord> = records
                 .iter()
@@ -1514,6 +1517,21 @@ impl Runtime {
             (Err(error), _) | (_, Err(error)) => Err(error),
         };
         (links, source)
+    }
+}
+
+/// An exact duplicate of an earlier item of a batch follows that item wherever it went
+/// (the earlier item may itself have turned out a duplicate of a stored memory).
+fn redirect_duplicates<R>(built: &[(Memory, R)], duplicate_of: &mut [Option<MemoryId>]) {
+    for index in 0..built.len() {
+        let Some(target) = duplicate_of[index].clone() else {
+            continue;
+        };
+        if let Some(first) = built.iter().position(|(m, _)| m.id == target) {
+            if let Some(redirect) = duplicate_of[first].clone() {
+                duplicate_of[index] = Some(redirect);
+            }
+        }
     }
 }
 

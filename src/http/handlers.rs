@@ -72,13 +72,16 @@ pub async fn recall(
 
 /// Assemble a ready-to-inject context block within a token budget.
 #[utoipa::path(post, path = "/tools/build_context", request_body = BuildContextBody,
-    responses((status = 200, body = BuildContextResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = BuildContextResponse), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
 pub async fn build_context(
     State(state): Shared,
     ApiJson(body): ApiJson<BuildContextBody>,
 ) -> ApiResult<Json<BuildContextResponse>> {
-    Ok(Json(tools::build_context(&state.runtime, body).await?))
+    Ok(Json(
+        tools::build_context(&state.runtime, &state.project_roots, body).await?,
+    ))
 }
 
 /// Link two memories.

@@ -44,6 +44,8 @@ pub struct AppState {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// The OpenAI-compatible memory proxy (`/v1/chat/completions`).
     pub proxy: crate::proxy::Proxy,
+    /// Directories build_context's `project_root` may name (`server.project_roots`).
+    pub project_roots: crate::context::ProjectRoots,
 }
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process).
@@ -264,6 +266,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let mcp = crate::mcp::http_service(
         state.runtime.clone(),
         state.mcp_allowed_hosts.clone(),
+        state.project_roots.clone(),
         max_body_bytes,
         state.shutdown.clone(),
     );

@@ -110,9 +110,11 @@ pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallR
     Ok(RecallResponse::from_outcome(outcome, debug))
 }
 
-/// Assemble a ready-to-inject context block within a token budget.
+/// Assemble a ready-to-inject context block within a token budget; a `project_root`
+/// must be a directory `roots` admits.
 pub async fn build_context(
     runtime: &Runtime,
+    roots: &crate::context::ProjectRoots,
     body: BuildContextBody,
 ) -> MemoryResult<BuildContextResponse> {
     let agent = agent(&body.agent_id)?;
@@ -123,10 +125,20 @@ pub async fn build_context(
             "context_budget must be between 1 and 1000000 tokens",
         ));
     }
-    let root = body.project_root.as_deref().map(std::path::PathBuf::from);
-    if let Some(root) = &root {
-        crate::context::check_root(root)?;
-    }
+    // Resolving the root touches the file system: off the async workers.
+    let root = match body.project_root.clone() {
+        Some(root) => {
+            let roots = roots.clone();
+            let admitted =
+                tokio::task::spawn_blocking(move || roots.admit(std::path::Path::new(&root)))
+                    .await
+                    .map_err(|error| {
+                        MemoryError::internal(format!("project_root check failed: {error}"))
+                    })?;
+            Some(admitted?)
+        }
+        None => None,
+    };
     let session_id = body
         .session_id
         .as_deref()

@@ -132,6 +132,7 @@ on_both_backends!(
     refuses_vectors_of_another_model,
     deleting_a_memory_removes_its_edges,
     inserts_are_idempotent_by_id,
+    insert_new_content_skips_what_the_agent_already_holds,
     update_is_compare_and_swap_with_history,
     list_filters_and_pages,
     embeddings_page_in_id_order_of_active_memories,
@@ -373,6 +374,51 @@ async fn inserts_are_idempotent_by_id<S: TestStore>(store: &S) {
         .await
         .unwrap()
         .is_empty());
+}
+
+async fn insert_new_content_skips_what_the_agent_already_holds<S: TestStore>(store: &S) {
+    let held = fixture("alice", "Deploy with ./deploy.sh", t0());
+    store.insert(&[stored(&held)]).await.unwrap();
+    let same = fixture("alice", "deploy with ./deploy.sh.", t0());
+    let other_agent = fixture("bob", "Deploy with ./deploy.sh", t0());
+    let mut in_project = fixture("alice", "Deploy with ./deploy.sh", t0());
+    in_project.project_id = Some(mnemos_actors::namespaces::ProjectId::parse("apollo").unwrap());
+    let mut outdated = fixture("alice", "Deploy with ./deploy.sh", t0());
+    outdated.status = MemoryStatus::Superseded;
+    let fresh = fixture("alice", "Roll back with ./rollback.sh", t0());
+    let skipped = store
+        .insert_new_content(&[
+            stored(&same),
+            stored(&other_agent),
+            stored(&in_project),
+            stored(&outdated),
+            stored(&held),
+            stored(&fresh),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        skipped,
+        vec![(same.id.clone(), held.id.clone())],
+        "only the same agent's active text in the same project is held already; \
+         a retried id is not its own duplicate"
+    );
+    assert!(store.get(&same.id).await.unwrap().is_none());
+    for written in [&other_agent, &in_project, &outdated, &fresh] {
+        assert!(
+            store.get(&written.id).await.unwrap().is_some(),
+            "{}",
+            written.content
+        );
+    }
+    assert_eq!(store.count().await.unwrap(), 5);
+    // The project's copy is now held too.
+    let mut again = fixture("alice", "DEPLOY with ./deploy.sh", t0());
+    again.project_id = in_project.project_id.clone();
+    assert_eq!(
+        store.insert_new_content(&[stored(&again)]).await.unwrap(),
+        vec![(again.id.clone(), in_project.id.clone())]
+    );
 }
 
 async fn update_is_compare_and_swap_with_history<S: TestStore>(store: &S) {

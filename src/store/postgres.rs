@@ -35,6 +35,7 @@ use mnemos_actors::model::{
     MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord, SourceRef,
 };
 use mnemos_actors::policy::consistency::normalized_hash;
+use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
     MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
@@ -800,6 +801,44 @@ impl MemoryStore for PostgresStore {
         .await
         .map_err(backend_error)?;
         row.as_ref().map(memory_from_row).transpose()
+    }
+
+    async fn insert_new_content(
+        &self,
+        records: &[StoredMemory],
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        // The write transaction holds the schema's write lock: a process writing the
+        // same content at once waits, then finds this one's row.
+        let mut tx = self.write_transaction().await?;
+        let mut stored = Vec::new();
+        for (agent, hashes) in active_content_hashes(records) {
+            let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+                "SELECT id, content_hash, project_id FROM memories \
+                 WHERE status = 'active' AND agent_id = $1 AND content_hash = ANY($2)",
+            )
+            .bind(agent.as_str())
+            .bind(&hashes)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend_error)?;
+            for (id, content_hash, project) in rows {
+                stored.push(StoredContent {
+                    agent_id: agent.clone(),
+                    content_hash,
+                    project_id: project
+                        .as_deref()
+                        .map(mnemos_actors::namespaces::ProjectId::parse)
+                        .transpose()?,
+                    id: MemoryId(id),
+                });
+            }
+        }
+        let (fresh, duplicates) = split_stored_content(records, &stored);
+        let fresh: Vec<StoredMemory> = fresh.into_iter().cloned().collect();
+        insert_records(&mut tx, &fresh).await?;
+        tx.commit().await.map_err(backend_error)?;
+        self.analyze_after_bulk(fresh.len() as u64);
+        Ok(duplicates)
     }
 
     async fn find_by_content_hash(

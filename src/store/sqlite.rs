@@ -16,6 +16,7 @@ use mnemos_actors::model::{
     MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord, SourceRef,
 };
 use mnemos_actors::policy::consistency::normalized_hash;
+use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery, ListQuery,
     MemoryStore, OutboxBounds, OutboxEntry, ProjectedChange, SessionArchive, SessionCompaction,
@@ -582,6 +583,52 @@ impl MemoryStore for SqliteStore {
         let mut tx = self.write_transaction().await?;
         insert_records(&mut tx, records).await?;
         tx.commit().await.map_err(backend_error)
+    }
+
+    async fn insert_new_content(
+        &self,
+        records: &[StoredMemory],
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        // BEGIN IMMEDIATE: every writer of the file, in any process, waits its turn,
+        // so nothing can store the same content between the check and the write.
+        let mut tx = self.write_transaction().await?;
+        let mut stored = Vec::new();
+        for (agent, hashes) in active_content_hashes(records) {
+            for chunk in hashes.chunks(400) {
+                let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(
+                    "SELECT id, content_hash, project_id FROM memories WHERE status = 'active' AND agent_id = ",
+                );
+                builder
+                    .push_bind(agent.as_str())
+                    .push(" AND content_hash IN (");
+                let mut separated = builder.separated(", ");
+                for hash in chunk {
+                    separated.push_bind(hash.as_str());
+                }
+                builder.push(")");
+                let rows: Vec<(String, String, Option<String>)> = builder
+                    .build_query_as()
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(backend_error)?;
+                for (id, content_hash, project) in rows {
+                    stored.push(StoredContent {
+                        agent_id: agent.clone(),
+                        content_hash,
+                        project_id: project
+                            .as_deref()
+                            .map(mnemos_actors::namespaces::ProjectId::parse)
+                            .transpose()?,
+                        id: MemoryId(id),
+                    });
+                }
+            }
+        }
+        let (fresh, duplicates) = split_stored_content(records, &stored);
+        let fresh: Vec<StoredMemory> = fresh.into_iter().cloned().collect();
+        insert_records(&mut tx, &fresh).await?;
+        tx.commit().await.map_err(backend_error)?;
+        Ok(duplicates)
     }
 
     async fn find_by_content_hash(

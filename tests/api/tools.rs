@@ -853,6 +853,130 @@ async fn build_context_fits_the_budget_puts_procedures_first_and_drops_stale_sou
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_database_store_the_same_text_once() {
+    // Two runtimes with their own pools, locks and indexes, sharing one system of
+    // record (a SQLite file, or one PostgreSQL schema): what two processes see.
+    let temp = tempfile::tempdir().unwrap();
+    let mut first = test_settings(&temp.path().join("a"));
+    let mut second = test_settings(&temp.path().join("b"));
+    if on_postgres() {
+        second.storage.url = first.storage.url.clone();
+        second.graph = first.graph.clone();
+    } else {
+        let database = temp.path().join("shared.db");
+        first.storage.path = database.to_string_lossy().into_owned();
+        second.storage.path = first.storage.path.clone();
+    }
+    let a = spawn_with(first, None).await;
+    let b = spawn_with(second, None).await;
+    let rounds = 12;
+    for round in 0..rounds {
+        let text = format!("The staging password rotates every {round} days");
+        let (from_a, from_b) = tokio::join!(
+            a.remember("twins", &text, json!({"type": "semantic"})),
+            b.remember("twins", &text, json!({"type": "semantic"}))
+        );
+        assert_eq!(
+            from_a["memory"]["id"], from_b["memory"]["id"],
+            "round {round}: both writes answer with one memory: {from_a} {from_b}"
+        );
+        let merged = [&from_a, &from_b]
+            .iter()
+            .filter(|answer| !answer["deduplicated_into"].is_null())
+            .count();
+        assert_eq!(
+            merged, 1,
+            "round {round}: one write stored it, the other was merged: {from_a} {from_b}"
+        );
+    }
+    let listed = assert_status(
+        a.get("/v1/memories?agent_id=twins&limit=100").await,
+        StatusCode::OK,
+    )
+    .await;
+    let stored = listed["memories"].as_array().unwrap();
+    assert_eq!(stored.len(), rounds, "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_root_must_lie_in_the_configured_trees() {
+    let temp = tempfile::tempdir().unwrap();
+    let allowed = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let project = allowed.path().join("repo");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret").unwrap();
+    // A link inside the allowed tree that leads out of it.
+    std::os::unix::fs::symlink(outside.path(), allowed.path().join("escape")).unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.server.project_roots = vec![allowed.path().to_path_buf()];
+    let app = spawn_with(settings, Some(temp)).await;
+    app.remember(
+        "roots",
+        "The deploy script is ./deploy.sh",
+        json!({"type": "procedural"}),
+    )
+    .await;
+
+    let inside = assert_status(
+        app.post(
+            "/tools/build_context",
+            &json!({"agent_id": "roots", "query": "deploy", "project_root": project}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(inside["metadata"]["injected_count"], 1, "{inside}");
+    // The allowed tree itself, named through its child.
+    assert_status(
+        app.post(
+            "/tools/build_context",
+            &json!({"agent_id": "roots", "query": "deploy", "project_root": project.join("..")}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    for refused in [
+        outside.path().to_path_buf(),
+        allowed.path().join("escape"),
+        project.join("../.."),
+    ] {
+        let body = assert_error(
+            app.post(
+                "/tools/build_context",
+                &json!({"agent_id": "roots", "query": "deploy", "project_root": refused}),
+            )
+            .await,
+            StatusCode::FORBIDDEN,
+            "permission_denied",
+            Some("project_root"),
+        )
+        .await;
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("server.project_roots"),
+            "{body}"
+        );
+    }
+    // A missing directory is still a bad value, wherever it would be.
+    assert_error(
+        app.post(
+            "/tools/build_context",
+            &json!({"agent_id": "roots", "query": "deploy", "project_root": project.join("missing")}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("project_root"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_time_expression_inside_the_query_ranks_that_period_first_without_filtering() {
     let app = spawn_app().await;
     let old = app

@@ -28,6 +28,12 @@ pub enum EpisodicMsg {
         records: Vec<StoredMemory>,
         reply: Reply<()>,
     },
+    /// Insert the records whose content the agent does not already hold (same hash,
+    /// project, active); the others come back as (record id, stored id).
+    InsertNewContent {
+        records: Vec<StoredMemory>,
+        reply: Reply<Vec<(MemoryId, MemoryId)>>,
+    },
     /// Read one memory.
     Get {
         id: MemoryId,
@@ -214,6 +220,9 @@ impl Actor for EpisodicActor {
         match message {
             EpisodicMsg::Insert { records, reply } => {
                 let _ = reply.send(store.insert(&records).await);
+            }
+            EpisodicMsg::InsertNewContent { records, reply } => {
+                let _ = reply.send(store.insert_new_content(&records).await);
             }
             EpisodicMsg::Update {
                 next,

@@ -134,6 +134,37 @@ impl MemoryStore for InMemoryMemoryStore {
         Ok(())
     }
 
+    async fn insert_new_content(
+        &self,
+        records: &[StoredMemory],
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        let wanted = super::active_content_hashes(records);
+        let stored: Vec<super::StoredContent> = rows
+            .values()
+            .filter(|r| r.memory.status == MemoryStatus::Active)
+            .filter_map(|r| {
+                let (_, hashes) = wanted.iter().find(|(a, _)| *a == r.memory.agent_id)?;
+                let hash = crate::policy::consistency::normalized_hash(&r.memory.content);
+                hashes.contains(&hash).then(|| super::StoredContent {
+                    agent_id: r.memory.agent_id.clone(),
+                    content_hash: hash,
+                    project_id: r.memory.project_id.clone(),
+                    id: r.memory.id.clone(),
+                })
+            })
+            .collect();
+        let (fresh, duplicates) = super::split_stored_content(records, &stored);
+        for record in fresh {
+            rows.entry(record.memory.id.clone()).or_insert_with(|| Row {
+                memory: record.memory.clone(),
+                embedding: record.embedding.clone(),
+                versions: Vec::new(),
+            });
+        }
+        Ok(duplicates)
+    }
+
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
         Ok(self
             .rows
@@ -1231,6 +1262,34 @@ mod tests {
         let scores = bm25(&docs, &keyword_terms("cat mat"));
         let best = scores.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
         assert_eq!(best.0, 0);
+    }
+
+    #[tokio::test]
+    async fn insert_new_content_skips_the_agents_active_copy_in_the_same_project() {
+        let store = InMemoryMemoryStore::new();
+        let now = Utc::now();
+        let stored = |memory: &Memory| StoredMemory {
+            memory: memory.clone(),
+            embedding: vec![1.0],
+        };
+        let held = memory_fixture("alice", "Deploy with ./deploy.sh", now);
+        store.insert(&[stored(&held)]).await.unwrap();
+        let same = memory_fixture("alice", "deploy with ./deploy.sh.", now);
+        let other_agent = memory_fixture("bob", "Deploy with ./deploy.sh", now);
+        let mut in_project = memory_fixture("alice", "Deploy with ./deploy.sh", now);
+        in_project.project_id = Some(crate::namespaces::ProjectId::parse("apollo").unwrap());
+        let skipped = store
+            .insert_new_content(&[
+                stored(&same),
+                stored(&other_agent),
+                stored(&in_project),
+                stored(&held),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(skipped, vec![(same.id.clone(), held.id.clone())]);
+        assert!(store.get(&same.id).await.unwrap().is_none());
+        assert_eq!(store.count().await.unwrap(), 3);
     }
 
     #[tokio::test]

@@ -27,6 +27,71 @@ pub struct StoredMemory {
     pub embedding: Vec<f32>,
 }
 
+/// An active memory's content key, as [`MemoryStore::insert_new_content`] compares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredContent {
+    /// Whose memory it is.
+    pub agent_id: AgentId,
+    /// [`crate::policy::consistency::normalized_hash`] of its content.
+    pub content_hash: String,
+    /// Its project (a duplicate must be in the same one).
+    pub project_id: Option<crate::namespaces::ProjectId>,
+    /// Its id.
+    pub id: MemoryId,
+}
+
+/// The content hashes of the active records, per agent: what
+/// [`MemoryStore::insert_new_content`] looks up before writing.
+pub fn active_content_hashes(records: &[StoredMemory]) -> Vec<(AgentId, Vec<String>)> {
+    let mut by_agent: Vec<(AgentId, Vec<String>)> = Vec::new();
+    for record in records
+        .iter()
+        .filter(|r| r.memory.status == MemoryStatus::Active)
+    {
+        let hash = crate::policy::consistency::normalized_hash(&record.memory.content);
+        match by_agent
+            .iter_mut()
+            .find(|(agent, _)| *agent == record.memory.agent_id)
+        {
+            Some((_, hashes)) => {
+                if !hashes.contains(&hash) {
+                    hashes.push(hash);
+                }
+            }
+            None => by_agent.push((record.memory.agent_id.clone(), vec![hash])),
+        }
+    }
+    by_agent
+}
+
+/// Split `records` into those to write and those whose content `stored` already holds
+/// (same agent, hash and project; active records only), paired with the stored id.
+pub fn split_stored_content<'a>(
+    records: &'a [StoredMemory],
+    stored: &[StoredContent],
+) -> (Vec<&'a StoredMemory>, Vec<(MemoryId, MemoryId)>) {
+    let mut fresh = Vec::new();
+    let mut duplicates = Vec::new();
+    for record in records {
+        let memory = &record.memory;
+        let existing = (memory.status == MemoryStatus::Active)
+            .then(|| crate::policy::consistency::normalized_hash(&memory.content))
+            .and_then(|hash| {
+                stored.iter().find(|s| {
+                    s.agent_id == memory.agent_id
+                        && s.content_hash == hash
+                        && s.project_id == memory.project_id
+                        && s.id != memory.id
+                })
+            });
+        match existing {
+            Some(found) => duplicates.push((memory.id.clone(), found.id.clone())),
+            None => fresh.push(record),
+        }
+    }
+    (fresh, duplicates)
+}
+
 /// Filters for browsing memories, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -324,6 +389,32 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn check_embedding_model(&self, model_id: &str, dimension: usize) -> MemoryResult<()>;
     /// Insert memories with their embeddings atomically; ids already present are left untouched (idempotent retries).
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()>;
+    /// Insert like [`MemoryStore::insert`], except an active record whose agent already
+    /// has an active memory with the same normalised content in the same project: it is
+    /// not written and comes back as (its id, the stored memory's id). The SQL stores
+    /// check inside their write transaction (serialised across processes), so two
+    /// processes writing one text at once store it once; this default (look up, then
+    /// insert) is only as atomic as the caller's own locking.
+    async fn insert_new_content(
+        &self,
+        records: &[StoredMemory],
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        let mut stored = Vec::new();
+        for (agent, hashes) in active_content_hashes(records) {
+            for (hash, memory) in self.find_by_content_hash(&agent, &hashes).await? {
+                stored.push(StoredContent {
+                    agent_id: agent.clone(),
+                    content_hash: hash,
+                    project_id: memory.project_id,
+                    id: memory.id,
+                });
+            }
+        }
+        let (fresh, duplicates) = split_stored_content(records, &stored);
+        let fresh: Vec<StoredMemory> = fresh.into_iter().cloned().collect();
+        self.insert(&fresh).await?;
+        Ok(duplicates)
+    }
     /// One memory by id, in any status.
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>>;
     /// Active memories of `agent` whose normalised content hash
