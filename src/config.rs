@@ -239,6 +239,8 @@ pub struct RecallConfig {
     pub speaker_boost: f64,
     /// Compare the question's topic without the names of the speakers it names.
     pub topic_without_speakers: bool,
+    /// Recently asked questions whose vectors are kept (0 keeps none).
+    pub question_cache: usize,
 }
 
 /// `[dedup]`.
@@ -755,6 +757,12 @@ impl Settings {
                 "expansion_seeds ≤ 50 and session_radius ≤ 10",
             ));
         }
+        if self.recall.question_cache > 100_000 {
+            return Err(bad(
+                "recall.question_cache",
+                "must be at most 100000 questions (each keeps up to 1 KiB of text and its vector)",
+            ));
+        }
         if !(0.5..=1.0).contains(&self.dedup.threshold) {
             return Err(bad("dedup.threshold", "must be between 0.5 and 1"));
         }
@@ -974,6 +982,7 @@ impl Settings {
                 session_diversity: self.recall.session_diversity,
                 speaker_boost: self.recall.speaker_boost,
                 topic_without_speakers: self.recall.topic_without_speakers,
+                question_cache: self.recall.question_cache,
             },
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,
@@ -1046,6 +1055,10 @@ mod tests {
             .contains("cognition.schedule"));
         type Change = Box<dyn Fn(&mut Settings)>;
         let cases: Vec<(&str, Change)> = vec![
+            (
+                "recall.question_cache",
+                Box::new(|s| s.recall.question_cache = 1_000_000),
+            ),
             (
                 "archival.timezone",
                 Box::new(|s| s.archival.timezone = "Mars/Olympus".into()),

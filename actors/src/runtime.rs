@@ -53,6 +53,7 @@ mod namespaces;
 pub use namespaces::{KvPutInput, NamespaceSettings, ProjectInput};
 
 mod projected;
+mod question_vectors;
 pub use projected::ReadSource;
 
 mod sessions;
@@ -121,6 +122,9 @@ pub struct RecallSettings {
     /// Score the similarity to the question without the names of the speakers it
     /// names (attribution is `speaker_boost`'s job); needs `speaker_boost` > 0.
     pub topic_without_speakers: bool,
+    /// Recently asked questions whose vectors are kept, so a question asked again is
+    /// not embedded again (0 keeps none).
+    pub question_cache: usize,
     /// Penalty (0..1) per hit already taken from the same session when the final list
     /// is picked (`policy::fusion::diversify`); 0 keeps the plain score order.
     pub session_diversity: f64,
@@ -143,6 +147,7 @@ impl Default for RecallSettings {
             session_diversity: 0.0,
             speaker_boost: 1.0,
             topic_without_speakers: true,
+            question_cache: 1024,
         }
     }
 }
@@ -538,6 +543,9 @@ struct RuntimeInner {
     /// is remembered and recalled, so recall knows before it embeds a question which of
     /// its words name a speaker (lost on restart and learnt again; see `recall`).
     speakers: std::sync::Mutex<HashMap<AgentId, std::collections::HashSet<String>>>,
+    /// Vectors of recently asked questions (`recall.question_cache`), so a question
+    /// asked again skips the embedder (lost on restart).
+    question_vectors: std::sync::Mutex<question_vectors::QuestionVectors>,
     /// How far each projection has applied (published by the projector).
     watermarks: Arc<crate::actors::projector::Watermarks>,
     /// Name of the embedded vector index (the fallback of a vector projection).
@@ -631,6 +639,9 @@ impl Runtime {
                 projections: parts.projections.clone(),
                 content_locks: Default::default(),
                 speakers: Default::default(),
+                question_vectors: std::sync::Mutex::new(question_vectors::QuestionVectors::new(
+                    config.recall.question_cache,
+                )),
                 watermarks,
                 index_backend: parts.vectors.backend_name(),
                 backends: (
@@ -849,6 +860,30 @@ impl Runtime {
             build,
         )
         .await
+    }
+
+    /// The vector of a question, from the recent questions when it was asked lately.
+    async fn embed_question(&self, text: &str) -> MemoryResult<Vec<f32>> {
+        let cached = self
+            .inner
+            .question_vectors
+            .lock()
+            .ok()
+            .and_then(|mut cache| cache.get(text));
+        if let Some(vector) = cached {
+            return Ok(vector.as_ref().clone());
+        }
+        let vector = self
+            .embed(vec![text.to_string()])
+            .await?
+            .pop()
+            .unwrap_or_default();
+        if !vector.is_empty() {
+            if let Ok(mut cache) = self.inner.question_vectors.lock() {
+                cache.put(text, Arc::new(vector.clone()));
+            }
+        }
+        Ok(vector)
     }
 
     async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Vec<f32>>> {
@@ -2007,7 +2042,7 @@ impl Runtime {
                 .filter(|topic| *topic != embedded_text);
             if let Some(topic) = topic {
                 let (rescored, took) = timed(async {
-                    let vector = self.embed(vec![topic]).await?.pop().unwrap_or_default();
+                    let vector = self.embed_question(&topic).await?;
                     let similarity = self.similarity(&vector, &candidates).await?;
                     Ok::<_, MemoryError>((vector, similarity))
                 })
@@ -2958,6 +2993,57 @@ mod tests {
             embedder.texts.load(std::sync::atomic::Ordering::SeqCst),
             embedded
         );
+        runtime.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_question_asked_again_is_not_embedded_again() {
+        let embedder = Arc::new(CountingEmbedder {
+            inner: crate::embedding::BuiltinEmbedder::new(256),
+            texts: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let mut parts = RuntimeParts::in_memory();
+        parts.embedder = embedder.clone();
+        let runtime = Runtime::start(parts, config()).await.unwrap();
+        let agent = AgentId::parse("lib").unwrap();
+        runtime
+            .remember(
+                &agent,
+                RememberInput {
+                    content: "the deploy key rotates every Friday".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let embedded = || embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
+        let ask = |question: &str| RecallInput {
+            debug: true,
+            ..RecallInput::new(agent.clone(), question)
+        };
+        let first = runtime
+            .recall(ask("when does the deploy key rotate"))
+            .await
+            .unwrap();
+        let after_first = embedded();
+        let again = runtime
+            .recall(ask("when does the deploy key rotate"))
+            .await
+            .unwrap();
+        assert_eq!(
+            embedded(),
+            after_first,
+            "the second asking reuses the vector"
+        );
+        assert_eq!(
+            first.hits[0].components, again.hits[0].components,
+            "and scores exactly as the first"
+        );
+        runtime
+            .recall(ask("when does the deploy key rotate next"))
+            .await
+            .unwrap();
+        assert_eq!(embedded(), after_first + 1, "another question is embedded");
         runtime.shutdown().await.unwrap();
     }
 

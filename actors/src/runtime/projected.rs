@@ -155,8 +155,8 @@ impl Runtime {
         text: &str,
         query: &VectorQuery,
     ) -> (MemoryResult<(Vec<f32>, Vec<(MemoryId, f32)>)>, ReadSource) {
-        let vector = match self.embed(vec![text.to_string()]).await {
-            Ok(mut vectors) => vectors.pop().unwrap_or_default(),
+        let vector = match self.embed_question(text).await {
+            Ok(vector) => vector,
             Err(error) => {
                 return (
                     Err(error),
