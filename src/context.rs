@@ -40,30 +40,35 @@ impl ProjectRoots {
     /// allowed tree; else `invalid_argument` (not a directory) or `permission_denied`
     /// (outside every allowed tree, also through a symbolic link). Blocking file IO.
     pub fn admit(&self, project_root: &Path) -> MemoryResult<std::path::PathBuf> {
-        let canonical = project_root
+        let resolved = project_root
             .canonicalize()
             .ok()
-            .filter(|path| path.is_dir())
-            .ok_or_else(|| {
-                MemoryError::invalid(
-                    "project_root",
-                    format!(
-                        "{} is not a directory this server can read",
-                        project_root.display()
-                    ),
-                )
-            })?;
+            .filter(|path| path.is_dir());
         if self.allowed.is_empty() {
-            return Ok(canonical);
+            return resolved.ok_or_else(|| not_a_directory(project_root));
         }
-        let inside = self.allowed.iter().any(|tree| {
-            let tree = tree.canonicalize().unwrap_or_else(|_| tree.clone());
-            canonical.starts_with(tree)
-        });
-        if inside {
-            Ok(canonical)
-        } else {
-            Err(MemoryError {
+        let trees: Vec<std::path::PathBuf> = self
+            .allowed
+            .iter()
+            .map(|tree| tree.canonicalize().unwrap_or_else(|_| tree.clone()))
+            .collect();
+        match resolved {
+            Some(canonical) if trees.iter().any(|tree| canonical.starts_with(tree)) => {
+                Ok(canonical)
+            }
+            // A path that does not resolve is "not a directory" only when it is written
+            // inside an allowed tree: elsewhere the answer would tell whether it exists.
+            None if trees
+                .iter()
+                .chain(self.allowed.iter())
+                .any(|tree| project_root.starts_with(tree))
+                && !project_root
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir)) =>
+            {
+                Err(not_a_directory(project_root))
+            }
+            _ => Err(MemoryError {
                 field: Some("project_root".into()),
                 ..MemoryError::new(
                     mnemos_actors::error::ErrorCode::PermissionDenied,
@@ -74,9 +79,20 @@ impl ProjectRoots {
                         project_root.display()
                     ),
                 )
-            })
+            }),
         }
     }
+}
+
+/// `invalid_argument` on `project_root`: not a directory the server can read.
+fn not_a_directory(project_root: &Path) -> MemoryError {
+    MemoryError::invalid(
+        "project_root",
+        format!(
+            "{} is not a directory this server can read",
+            project_root.display()
+        ),
+    )
 }
 
 /// Largest source file build_context hashes; a bigger one counts as stale (it cannot be

@@ -942,6 +942,8 @@ async fn project_root_must_lie_in_the_configured_trees() {
         outside.path().to_path_buf(),
         allowed.path().join("escape"),
         project.join("../.."),
+        // Refused whether or not it exists: the answer must not tell.
+        outside.path().join("missing"),
     ] {
         let body = assert_error(
             app.post(
