@@ -44,20 +44,20 @@ pub struct StoredContent {
 /// [`MemoryStore::insert_new_content`] looks up before writing.
 pub fn active_content_hashes(records: &[StoredMemory]) -> Vec<(AgentId, Vec<String>)> {
     let mut by_agent: Vec<(AgentId, Vec<String>)> = Vec::new();
+    let mut seen: std::collections::HashSet<(&AgentId, String)> = Default::default();
     for record in records
         .iter()
         .filter(|r| r.memory.status == MemoryStatus::Active)
     {
         let hash = crate::policy::consistency::normalized_hash(&record.memory.content);
+        if !seen.insert((&record.memory.agent_id, hash.clone())) {
+            continue;
+        }
         match by_agent
             .iter_mut()
             .find(|(agent, _)| *agent == record.memory.agent_id)
         {
-            Some((_, hashes)) => {
-                if !hashes.contains(&hash) {
-                    hashes.push(hash);
-                }
-            }
+            Some((_, hashes)) => hashes.push(hash),
             None => by_agent.push((record.memory.agent_id.clone(), vec![hash])),
         }
     }
@@ -70,22 +70,31 @@ pub fn split_stored_content<'a>(
     records: &'a [StoredMemory],
     stored: &[StoredContent],
 ) -> (Vec<&'a StoredMemory>, Vec<(MemoryId, MemoryId)>) {
+    type Key<'k> = (
+        &'k AgentId,
+        &'k str,
+        Option<&'k crate::namespaces::ProjectId>,
+    );
+    let mut held: std::collections::HashMap<Key<'_>, Vec<&MemoryId>> = Default::default();
+    for s in stored {
+        held.entry((&s.agent_id, s.content_hash.as_str(), s.project_id.as_ref()))
+            .or_default()
+            .push(&s.id);
+    }
     let mut fresh = Vec::new();
     let mut duplicates = Vec::new();
     for record in records {
         let memory = &record.memory;
-        let existing = (memory.status == MemoryStatus::Active)
+        let existing = (memory.status == MemoryStatus::Active && !held.is_empty())
             .then(|| crate::policy::consistency::normalized_hash(&memory.content))
             .and_then(|hash| {
-                stored.iter().find(|s| {
-                    s.agent_id == memory.agent_id
-                        && s.content_hash == hash
-                        && s.project_id == memory.project_id
-                        && s.id != memory.id
-                })
+                held.get(&(&memory.agent_id, hash.as_str(), memory.project_id.as_ref()))?
+                    .iter()
+                    .find(|id| ***id != memory.id)
+                    .copied()
             });
         match existing {
-            Some(found) => duplicates.push((memory.id.clone(), found.id.clone())),
+            Some(found) => duplicates.push((memory.id.clone(), found.clone())),
             None => fresh.push(record),
         }
     }
