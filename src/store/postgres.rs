@@ -821,16 +821,8 @@ impl MemoryStore for PostgresStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(backend_error)?;
-            for (id, content_hash, project) in rows {
-                stored.push(StoredContent {
-                    agent_id: agent.clone(),
-                    content_hash,
-                    project_id: project
-                        .as_deref()
-                        .map(mnemos_actors::namespaces::ProjectId::parse)
-                        .transpose()?,
-                    id: MemoryId(id),
-                });
+            for row in rows {
+                stored.push(StoredContent::from_row(&agent, row)?);
             }
         }
         let (fresh, duplicates) = split_stored_content(records, &stored);

@@ -215,6 +215,22 @@ fn fts_terms(memory: &Memory) -> String {
 
 /// Insert memories with their embeddings and keyword terms inside a transaction;
 /// ids already stored are skipped whole (idempotent retries).
+/// `SELECT <columns>` of `agent`'s active memories whose content hash is one of `hashes`.
+fn active_with_hashes(columns: &str, agent: &AgentId, hashes: &[String]) -> QueryBuilder<Sqlite> {
+    let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+        "SELECT {columns} FROM memories WHERE status = 'active' AND agent_id = "
+    ));
+    builder
+        .push_bind(agent.as_str())
+        .push(" AND content_hash IN (");
+    let mut separated = builder.separated(", ");
+    for hash in hashes {
+        separated.push_bind(hash.as_str());
+    }
+    builder.push(")");
+    builder
+}
+
 async fn insert_records(conn: &mut SqliteConnection, records: &[StoredMemory]) -> MemoryResult<()> {
     // Ids already stored (a retried request) are skipped whole: nothing of theirs is written twice.
     let mut existing = std::collections::HashSet::new();
@@ -595,32 +611,14 @@ impl MemoryStore for SqliteStore {
         let mut stored = Vec::new();
         for (agent, hashes) in active_content_hashes(records) {
             for chunk in hashes.chunks(400) {
-                let mut builder: QueryBuilder<Sqlite> = QueryBuilder::new(
-                    "SELECT id, content_hash, project_id FROM memories WHERE status = 'active' AND agent_id = ",
-                );
-                builder
-                    .push_bind(agent.as_str())
-                    .push(" AND content_hash IN (");
-                let mut separated = builder.separated(", ");
-                for hash in chunk {
-                    separated.push_bind(hash.as_str());
-                }
-                builder.push(")");
-                let rows: Vec<(String, String, Option<String>)> = builder
-                    .build_query_as()
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(backend_error)?;
-                for (id, content_hash, project) in rows {
-                    stored.push(StoredContent {
-                        agent_id: agent.clone(),
-                        content_hash,
-                        project_id: project
-                            .as_deref()
-                            .map(mnemos_actors::namespaces::ProjectId::parse)
-                            .transpose()?,
-                        id: MemoryId(id),
-                    });
+                let rows: Vec<(String, String, Option<String>)> =
+                    active_with_hashes("id, content_hash, project_id", &agent, chunk)
+                        .build_query_as()
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(backend_error)?;
+                for row in rows {
+                    stored.push(StoredContent::from_row(&agent, row)?);
                 }
             }
         }
@@ -638,16 +636,8 @@ impl MemoryStore for SqliteStore {
     ) -> MemoryResult<Vec<(String, Memory)>> {
         let mut found = Vec::new();
         for chunk in hashes.chunks(400) {
-            let mut builder: QueryBuilder<Sqlite> =
-                QueryBuilder::new(format!("SELECT {MEMORY_COLUMNS}, content_hash FROM memories WHERE status = 'active' AND agent_id = "));
-            builder
-                .push_bind(agent.as_str())
-                .push(" AND content_hash IN (");
-            let mut separated = builder.separated(", ");
-            for hash in chunk {
-                separated.push_bind(hash.as_str());
-            }
-            builder.push(")");
+            let mut builder =
+                active_with_hashes(&format!("{MEMORY_COLUMNS}, content_hash"), agent, chunk);
             let rows = builder
                 .build()
                 .fetch_all(&self.pool)

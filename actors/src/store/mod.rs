@@ -40,6 +40,24 @@ pub struct StoredContent {
     pub id: MemoryId,
 }
 
+impl StoredContent {
+    /// From a stored row's id, content hash and project column, for `agent_id`.
+    pub fn from_row(
+        agent_id: &AgentId,
+        (id, content_hash, project): (String, String, Option<String>),
+    ) -> MemoryResult<Self> {
+        Ok(Self {
+            agent_id: agent_id.clone(),
+            content_hash,
+            project_id: project
+                .as_deref()
+                .map(crate::namespaces::ProjectId::parse)
+                .transpose()?,
+            id: MemoryId(id),
+        })
+    }
+}
+
 /// The content hashes of the active records, per agent: what
 /// [`MemoryStore::insert_new_content`] looks up before writing.
 pub fn active_content_hashes(records: &[StoredMemory]) -> Vec<(AgentId, Vec<String>)> {
