@@ -5,8 +5,8 @@
 //!
 //! Run it with `cargo run --example library`; `cargo test --workspace` runs it too.
 
+use mnemos_actors::kv::NamespaceName;
 use mnemos_actors::model::{AgentId, MemoryType};
-use mnemos_actors::namespaces::NamespaceName;
 use mnemos_actors::policy::clustering::ClusterParams;
 use mnemos_actors::runtime::{
     KvPutInput, RecallInput, RememberInput, RuntimeConfig, RuntimeParts, SleepSettings,

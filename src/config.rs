@@ -10,8 +10,9 @@ use mnemos_actors::policy::clustering::ClusterParams;
 use mnemos_actors::policy::consolidation::PromotePolicy;
 use mnemos_actors::policy::retention::RetentionPolicy;
 use mnemos_actors::policy::schedule::{Schedule, ScheduleZone};
+use mnemos_actors::runtime::CognitionSettings;
 use mnemos_actors::runtime::{Limits, RuntimeConfig, SleepSettings};
-use mnemos_actors::supervisor::{CognitionSettings, RestartPolicy};
+use mnemos_actors::supervisor::RestartPolicy;
 use serde::Deserialize;
 
 /// The defaults, compiled in so the binary runs from any directory.
@@ -994,7 +995,7 @@ impl Settings {
                 Duration::from_millis(self.projector.retry_initial_ms),
                 Duration::from_millis(self.projector.retry_max_ms),
             ),
-            namespaces: mnemos_actors::runtime::NamespaceSettings {
+            kv: mnemos_actors::runtime::KvSettings {
                 default_max_entries: self.namespaces.default_max_entries,
                 max_entries_limit: self.namespaces.max_entries_limit,
                 max_value_bytes: self.namespaces.max_value_bytes,

@@ -292,7 +292,7 @@ pub struct Memory {
     /// Session it was observed in, if any.
     pub session_id: Option<SessionId>,
     /// Project of the owner it belongs to, if any (isolated projects keep it out of other projects' recall).
-    pub project_id: Option<crate::namespaces::ProjectId>,
+    pub project_id: Option<crate::projects::ProjectId>,
     /// When the remembered thing happened (defaults to creation time).
     pub occurred_at: DateTime<Utc>,
     /// When it was stored.

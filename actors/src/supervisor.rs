@@ -1,37 +1,33 @@
 //! The root supervisor: spawns every actor linked to itself, keeps the shared
-//! [`Directory`] of current actor refs and their health, and restarts a failed child
-//! with exponential backoff inside a restart budget.
+//! [`Directory`] of current actor cells (keyed by [`ChildKind`]) and their health, and
+//! restarts a failed child with exponential backoff inside a restart budget.
 //!
 //! ractor restarts nothing by itself: on `ActorFailed` we get an event and decide. A
-//! child is restarted with the same arguments it first had; those hold the stores, so
-//! a restart loses only the messages in the child's mailbox at the moment it died,
-//! and callers retry those (every write is idempotent by id).
+//! child is restarted from its [`ChildSpec`] with the same arguments it first had;
+//! those hold the stores (or the handles of the actors that own them), so a restart
+//! loses only the messages in the child's mailbox at the moment it died, and callers
+//! retry those (every write is idempotent by id).
+//!
+//! The supervisor knows nothing about the children's message types: the list of
+//! children is the list of specs [`crate::runtime::Runtime::start`] hands it, in start
+//! order, so adding an actor is one spec there plus its [`ChildKind`] name here.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use ractor::{
-    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Message, RpcReplyPort,
+    SupervisionEvent,
 };
 use serde::Serialize;
-
-use crate::actors::cognition::{CognitionActor, CognitionArgs, CognitionMsg, CognitionRef};
-use crate::actors::consolidator::{
-    ConsolidatorActor, ConsolidatorArgs, ConsolidatorMsg, ConsolidatorRef,
-};
-use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicMsg, EpisodicRef};
-use crate::actors::graph::{GraphActor, GraphArgs, GraphMsg, GraphRef};
-use crate::actors::namespaces::{NamespacesActor, NamespacesArgs, NamespacesMsg, NamespacesRef};
-use crate::actors::projector::{ProjectorActor, ProjectorArgs, ProjectorMsg, ProjectorRef};
-use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsMsg, VectorsRef};
-use crate::actors::working::{WorkingActor, WorkingArgs, WorkingMsg, WorkingRef};
-use crate::policy::schedule::Schedule;
 
 /// Handle to the supervisor.
 pub type SupervisorRef = ActorRef<SupervisorMsg>;
 
-/// The supervised children, in start order.
+/// The supervised children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildKind {
@@ -43,7 +39,7 @@ pub enum ChildKind {
     Vectors,
     /// Association graph.
     Graph,
-    /// Projects and KV namespaces.
+    /// Projects (with their sessions) and KV namespaces.
     Namespaces,
     /// Consolidation and archival.
     Consolidator,
@@ -54,7 +50,7 @@ pub enum ChildKind {
 }
 
 impl ChildKind {
-    /// Every child, in start order (cognition last: it needs the consolidator).
+    /// Every child, in the order health reports them.
     pub const ALL: [ChildKind; 8] = [
         ChildKind::Working,
         ChildKind::Episodic,
@@ -109,51 +105,52 @@ pub struct ChildHealth {
     pub last_error: Option<String>,
 }
 
-/// Current refs of every child (None while restarting).
-#[derive(Default, Clone)]
-pub struct Children {
-    /// Working memory.
-    pub working: Option<WorkingRef>,
-    /// Episodic storage.
-    pub episodic: Option<EpisodicRef>,
-    /// Vectors.
-    pub vectors: Option<VectorsRef>,
-    /// Graph.
-    pub graph: Option<GraphRef>,
-    /// Projects and KV namespaces.
-    pub namespaces: Option<NamespacesRef>,
-    /// Consolidator.
-    pub consolidator: Option<ConsolidatorRef>,
-    /// Projector.
-    pub projector: Option<ProjectorRef>,
-    /// Background cognition.
-    pub cognition: Option<CognitionRef>,
+/// The test hook every child's message type converts from: fail the actor as if its
+/// state were broken (its `handle` returns an error and the supervisor restarts it).
+#[derive(Debug, Clone, Copy)]
+pub struct InjectedFault;
+
+/// A live child: its cell, and how to make it fail (typed by its message).
+#[derive(Clone)]
+struct LiveChild {
+    /// The running actor.
+    cell: ActorCell,
+    /// Sends the child its [`InjectedFault`] message; false when it is gone.
+    inject_fault: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-/// Shared between the supervisor (writer) and the runtime handle (reader).
+/// Shared between the supervisor (writer) and the handles (readers).
 #[derive(Default)]
 pub struct Directory {
-    /// Current child refs.
-    children: RwLock<Children>,
+    /// Current child cells (absent while restarting).
+    children: RwLock<HashMap<ChildKind, LiveChild>>,
     /// Health per child.
     health: RwLock<HashMap<ChildKind, ChildHealth>>,
 }
 
 impl Directory {
-    /// A snapshot of the current refs.
-    pub fn children(&self) -> Children {
+    /// The current ref of child `kind`, typed by its message (None while it restarts).
+    pub fn actor<M: Message>(&self, kind: ChildKind) -> Option<ActorRef<M>> {
         self.children
             .read()
             .expect("directory lock poisoned")
-            .clone()
+            .get(&kind)
+            .map(|child| ActorRef::from(child.cell.clone()))
     }
-    /// Health of every child, in start order.
+    /// Health of every child, in [`ChildKind::ALL`] order.
     pub fn health(&self) -> Vec<ChildHealth> {
         let health = self.health.read().expect("directory lock poisoned");
         ChildKind::ALL
             .iter()
             .filter_map(|k| health.get(k).cloned())
             .collect()
+    }
+    fn live(&self, kind: ChildKind) -> Option<LiveChild> {
+        self.children
+            .read()
+            .expect("directory lock poisoned")
+            .get(&kind)
+            .cloned()
     }
     fn set_health(&self, kind: ChildKind, update: impl FnOnce(&mut ChildHealth)) {
         let mut health = self.health.write().expect("directory lock poisoned");
@@ -165,18 +162,55 @@ impl Directory {
         });
         update(entry);
     }
-    fn set_child(&self, kind: ChildKind, cell: Option<ActorCell>) {
+    fn set_child(&self, kind: ChildKind, child: Option<LiveChild>) {
         let mut children = self.children.write().expect("directory lock poisoned");
-        match kind {
-            ChildKind::Working => children.working = cell.map(ActorRef::from),
-            ChildKind::Episodic => children.episodic = cell.map(ActorRef::from),
-            ChildKind::Vectors => children.vectors = cell.map(ActorRef::from),
-            ChildKind::Graph => children.graph = cell.map(ActorRef::from),
-            ChildKind::Namespaces => children.namespaces = cell.map(ActorRef::from),
-            ChildKind::Consolidator => children.consolidator = cell.map(ActorRef::from),
-            ChildKind::Projector => children.projector = cell.map(ActorRef::from),
-            ChildKind::Cognition => children.cognition = cell.map(ActorRef::from),
+        match child {
+            Some(child) => children.insert(kind, child),
+            None => children.remove(&kind),
+        };
+    }
+}
+
+/// A boxed future of a child's spawn.
+type SpawnFuture = Pin<Box<dyn Future<Output = Result<LiveChild, ActorProcessingErr>> + Send>>;
+
+/// How to start one child, again and again with the same arguments.
+#[derive(Clone)]
+pub struct ChildSpec {
+    /// Which child.
+    kind: ChildKind,
+    /// Spawns it linked to the given supervisor cell.
+    spawn: Arc<dyn Fn(ActorCell) -> SpawnFuture + Send + Sync>,
+}
+
+impl ChildSpec {
+    /// Child `kind` is `actor` started with (a clone of) `args`.
+    pub fn new<A>(kind: ChildKind, actor: A, args: A::Arguments) -> Self
+    where
+        A: Actor + Clone + Sync,
+        A::Arguments: Clone + Sync,
+        A::Msg: From<InjectedFault>,
+    {
+        Self {
+            kind,
+            spawn: Arc::new(move |supervisor| {
+                let (actor, args) = (actor.clone(), args.clone());
+                Box::pin(async move {
+                    let (actor_ref, _) = Actor::spawn_linked(None, actor, args, supervisor).await?;
+                    let target = actor_ref.clone();
+                    Ok(LiveChild {
+                        cell: actor_ref.get_cell(),
+                        inject_fault: Arc::new(move || {
+                            target.cast(A::Msg::from(InjectedFault)).is_ok()
+                        }),
+                    })
+                })
+            }),
         }
+    }
+    /// Which child this spec starts.
+    pub fn kind(&self) -> ChildKind {
+        self.kind
     }
 }
 
@@ -214,40 +248,15 @@ impl RestartPolicy {
     }
 }
 
-/// Everything the children need, kept to restart them identically.
+/// Everything the supervisor needs, kept to restart children identically.
 #[derive(Clone)]
 pub struct SupervisorArgs {
-    /// Working-memory child arguments.
-    pub working: WorkingArgs,
-    /// Episodic child arguments.
-    pub episodic: EpisodicArgs,
-    /// Vector child arguments.
-    pub vectors: VectorsArgs,
-    /// Graph child arguments.
-    pub graph: GraphArgs,
-    /// Namespaces child arguments.
-    pub namespaces: NamespacesArgs,
-    /// Consolidator child arguments.
-    pub consolidator: ConsolidatorArgs,
-    /// Projector child arguments.
-    pub projector: ProjectorArgs,
-    /// Cognition child arguments, minus the consolidator lookup the supervisor fills in.
-    pub cognition: CognitionSettings,
+    /// The children, in start order.
+    pub children: Vec<ChildSpec>,
     /// Backoff and budget.
     pub restart: RestartPolicy,
     /// Where current refs and health are published.
     pub directory: Arc<Directory>,
-}
-
-/// Schedules of the BackgroundCognition child.
-#[derive(Debug, Clone)]
-pub struct CognitionSettings {
-    /// Run the schedules at all.
-    pub enabled: bool,
-    /// When the sleep cycle fires.
-    pub sleep_schedule: Schedule,
-    /// When archival fires (with its time zone).
-    pub archival_schedule: Schedule,
 }
 
 /// Messages of the supervisor.
@@ -262,7 +271,7 @@ pub enum SupervisorMsg {
 
 /// The supervisor's state.
 pub struct SupervisorState {
-    /// Children's arguments, reused on restart.
+    /// Children's specs, reused on restart.
     args: SupervisorArgs,
     /// Which child each live actor id is.
     kinds: HashMap<ActorId, ChildKind>,
@@ -275,73 +284,6 @@ pub struct SupervisorState {
 /// The root supervisor.
 pub struct Supervisor;
 
-async fn spawn_child(
-    kind: ChildKind,
-    args: &SupervisorArgs,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let cell = match kind {
-        ChildKind::Working => {
-            Actor::spawn_linked(None, WorkingActor, args.working.clone(), supervisor)
-                .await?
-                .0
-                .get_cell()
-        }
-        ChildKind::Episodic => {
-            Actor::spawn_linked(None, EpisodicActor, args.episodic.clone(), supervisor)
-                .await?
-                .0
-                .get_cell()
-        }
-        ChildKind::Vectors => {
-            Actor::spawn_linked(None, VectorsActor, args.vectors.clone(), supervisor)
-                .await?
-                .0
-                .get_cell()
-        }
-        ChildKind::Graph => Actor::spawn_linked(None, GraphActor, args.graph.clone(), supervisor)
-            .await?
-            .0
-            .get_cell(),
-        ChildKind::Namespaces => {
-            Actor::spawn_linked(None, NamespacesActor, args.namespaces.clone(), supervisor)
-                .await?
-                .0
-                .get_cell()
-        }
-        ChildKind::Consolidator => Actor::spawn_linked(
-            None,
-            ConsolidatorActor,
-            args.consolidator.clone(),
-            supervisor,
-        )
-        .await?
-        .0
-        .get_cell(),
-        ChildKind::Projector => {
-            Actor::spawn_linked(None, ProjectorActor, args.projector.clone(), supervisor)
-                .await?
-                .0
-                .get_cell()
-        }
-        ChildKind::Cognition => {
-            let directory = args.directory.clone();
-            let cognition = CognitionArgs {
-                enabled: args.cognition.enabled,
-                sleep_schedule: args.cognition.sleep_schedule.clone(),
-                archival_schedule: args.cognition.archival_schedule.clone(),
-                clock: args.consolidator.clock.clone(),
-                consolidator: Arc::new(move || directory.children().consolidator),
-            };
-            Actor::spawn_linked(None, CognitionActor, cognition, supervisor)
-                .await?
-                .0
-                .get_cell()
-        }
-    };
-    Ok(cell)
-}
-
 impl Supervisor {
     async fn start_child(
         &self,
@@ -349,9 +291,16 @@ impl Supervisor {
         kind: ChildKind,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        let cell = spawn_child(kind, &state.args, myself.get_cell()).await?;
-        state.kinds.insert(cell.get_id(), kind);
-        state.args.directory.set_child(kind, Some(cell));
+        let spec = state
+            .args
+            .children
+            .iter()
+            .find(|spec| spec.kind == kind)
+            .cloned()
+            .ok_or_else(|| format!("no spec for child {}", kind.as_str()))?;
+        let child = (spec.spawn)(myself.get_cell()).await?;
+        state.kinds.insert(child.cell.get_id(), kind);
+        state.args.directory.set_child(kind, Some(child));
         state
             .args
             .directory
@@ -394,6 +343,20 @@ impl Supervisor {
         });
         myself.send_after(delay, move || SupervisorMsg::Restart(kind));
     }
+
+    async fn shutdown(&self, state: &mut SupervisorState) {
+        state.shutting_down = true;
+        let order: Vec<ChildKind> = state.args.children.iter().map(ChildSpec::kind).collect();
+        for kind in order.into_iter().rev() {
+            if let Some(child) = state.args.directory.live(kind) {
+                let _ = child
+                    .cell
+                    .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
+                    .await;
+            }
+            state.args.directory.set_child(kind, None);
+        }
+    }
 }
 
 impl Actor for Supervisor {
@@ -406,13 +369,14 @@ impl Actor for Supervisor {
         myself: SupervisorRef,
         args: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
+        let order: Vec<ChildKind> = args.children.iter().map(ChildSpec::kind).collect();
         let mut state = SupervisorState {
             args,
             kinds: HashMap::new(),
             recent_restarts: HashMap::new(),
             shutting_down: false,
         };
-        for kind in ChildKind::ALL {
+        for kind in order {
             self.start_child(&myself, kind, &mut state).await?;
         }
         Ok(state)
@@ -437,34 +401,12 @@ impl Actor for Supervisor {
                 }
             }
             SupervisorMsg::InjectFault(kind) => {
-                let children = state.args.directory.children();
-                let sent = match kind {
-                    ChildKind::Working => children
-                        .working
-                        .map(|r| r.cast(WorkingMsg::InjectFault).is_ok()),
-                    ChildKind::Episodic => children
-                        .episodic
-                        .map(|r| r.cast(EpisodicMsg::InjectFault).is_ok()),
-                    ChildKind::Vectors => children
-                        .vectors
-                        .map(|r| r.cast(VectorsMsg::InjectFault).is_ok()),
-                    ChildKind::Graph => children
-                        .graph
-                        .map(|r| r.cast(GraphMsg::InjectFault).is_ok()),
-                    ChildKind::Namespaces => children
-                        .namespaces
-                        .map(|r| r.cast(NamespacesMsg::InjectFault).is_ok()),
-                    ChildKind::Consolidator => children
-                        .consolidator
-                        .map(|r| r.cast(ConsolidatorMsg::InjectFault).is_ok()),
-                    ChildKind::Projector => children
-                        .projector
-                        .map(|r| r.cast(ProjectorMsg::InjectFault).is_ok()),
-                    ChildKind::Cognition => children
-                        .cognition
-                        .map(|r| r.cast(CognitionMsg::InjectFault).is_ok()),
-                };
-                if sent != Some(true) {
+                let sent = state
+                    .args
+                    .directory
+                    .live(kind)
+                    .is_some_and(|child| (child.inject_fault)());
+                if !sent {
                     tracing::warn!(
                         child = kind.as_str(),
                         "fault not injected: child is not running"
@@ -472,28 +414,7 @@ impl Actor for Supervisor {
                 }
             }
             SupervisorMsg::Shutdown { reply } => {
-                state.shutting_down = true;
-                for kind in ChildKind::ALL.into_iter().rev() {
-                    let cell: Option<ActorCell> = {
-                        let children = state.args.directory.children();
-                        match kind {
-                            ChildKind::Working => children.working.map(|r| r.get_cell()),
-                            ChildKind::Episodic => children.episodic.map(|r| r.get_cell()),
-                            ChildKind::Vectors => children.vectors.map(|r| r.get_cell()),
-                            ChildKind::Graph => children.graph.map(|r| r.get_cell()),
-                            ChildKind::Namespaces => children.namespaces.map(|r| r.get_cell()),
-                            ChildKind::Consolidator => children.consolidator.map(|r| r.get_cell()),
-                            ChildKind::Projector => children.projector.map(|r| r.get_cell()),
-                            ChildKind::Cognition => children.cognition.map(|r| r.get_cell()),
-                        }
-                    };
-                    if let Some(cell) = cell {
-                        let _ = cell
-                            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
-                            .await;
-                    }
-                    state.args.directory.set_child(kind, None);
-                }
+                self.shutdown(state).await;
                 let _ = reply.send(());
             }
         }

@@ -31,3 +31,42 @@ pub fn memory_fixture(agent: &str, content: &str, at: DateTime<Utc>) -> Memory {
         version: 1,
     }
 }
+
+/// A [`crate::actors::projector::ProjectionSource`] read straight from stores, for
+/// store-level tests of projections without an actor tree (the service reads through
+/// the episodic and graph actors instead).
+pub struct StoreSource<'a> {
+    /// The system of record.
+    pub store: &'a dyn crate::store::MemoryStore,
+    /// The association graph.
+    pub graph: &'a dyn crate::store::GraphStore,
+}
+
+#[async_trait::async_trait]
+impl crate::actors::projector::ProjectionSource for StoreSource<'_> {
+    async fn outbox_bounds(&self) -> crate::error::MemoryResult<crate::store::OutboxBounds> {
+        self.store.outbox_bounds().await
+    }
+    async fn outbox_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> crate::error::MemoryResult<Vec<crate::store::OutboxEntry>> {
+        self.store.outbox_after(after, limit).await
+    }
+    async fn outbox_committed_head(&self) -> crate::error::MemoryResult<u64> {
+        self.store.outbox_committed_head().await
+    }
+    async fn agents(&self) -> crate::error::MemoryResult<Vec<AgentId>> {
+        self.store.agents().await
+    }
+    async fn agent_memories(&self, agent: &AgentId) -> crate::error::MemoryResult<Vec<Memory>> {
+        self.store.agent_memories(agent).await
+    }
+    async fn agent_edges(
+        &self,
+        agent: &AgentId,
+    ) -> crate::error::MemoryResult<Vec<crate::model::Association>> {
+        self.graph.agent_edges(agent).await
+    }
+}

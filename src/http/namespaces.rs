@@ -11,10 +11,9 @@ use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::MemoryResult;
+use mnemos_actors::kv::{KvEntry, KvPutOutcome, NamespaceName, NamespaceStats};
 use mnemos_actors::model::SessionId;
-use mnemos_actors::namespaces::{
-    KvEntry, KvPutOutcome, NamespaceName, NamespaceStats, Project, ProjectDetail, ProjectId,
-};
+use mnemos_actors::projects::{Project, ProjectDetail, ProjectId};
 use mnemos_actors::runtime::{KvPutInput, ProjectInput};
 use mnemos_actors::Runtime;
 use serde::{Deserialize, Serialize};

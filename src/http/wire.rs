@@ -10,8 +10,8 @@ use mnemos_actors::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryPatch, MemoryStatus, MemoryType,
     MemoryVersion, SessionId, SourceRef,
 };
-use mnemos_actors::namespaces::ProjectId;
 use mnemos_actors::policy::stats::AgentStats;
+use mnemos_actors::projects::ProjectId;
 use mnemos_actors::runtime::{RecallHit, RecallOutcome, RememberInput, RememberOutcome, Routing};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;

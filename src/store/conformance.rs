@@ -11,15 +11,16 @@ use std::future::Future;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use mnemos_actors::error::ErrorCode;
+use mnemos_actors::kv::NamespaceName;
 use mnemos_actors::model::{
     version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
     MessageRole, SessionId, SourceRef,
 };
-use mnemos_actors::namespaces::NamespaceName;
 use mnemos_actors::policy::consistency::normalized_hash;
 use mnemos_actors::policy::lru::simple_put;
 use mnemos_actors::policy::time::TimeRange;
-use mnemos_actors::store::namespaces::NamespaceStore;
+use mnemos_actors::store::kv::KvStore;
+use mnemos_actors::store::projects::ProjectStore;
 use mnemos_actors::store::ProjectedChange;
 use mnemos_actors::store::{
     ConsolidationCommit, GraphStore, KeywordQuery, ListQuery, MemoryStore, SessionArchive,
@@ -32,8 +33,8 @@ use super::postgres::PostgresStore;
 use super::sqlite::SqliteStore;
 
 /// A test store: every trait a system of record implements.
-pub(crate) trait TestStore: MemoryStore + GraphStore + NamespaceStore {}
-impl<T: MemoryStore + GraphStore + NamespaceStore> TestStore for T {}
+pub(crate) trait TestStore: MemoryStore + GraphStore + KvStore + ProjectStore {}
+impl<T: MemoryStore + GraphStore + KvStore + ProjectStore> TestStore for T {}
 
 /// The base URL of the test server.
 fn postgres_url() -> String {
@@ -157,10 +158,7 @@ fn agent(name: &str) -> AgentId {
 }
 
 fn stored(memory: &Memory) -> StoredMemory {
-    StoredMemory {
-        memory: memory.clone(),
-        embedding: vec![1.0, 0.0],
-    }
+    StoredMemory::new(memory.clone(), vec![1.0, 0.0])
 }
 
 /// A fixture with an id that sorts after every earlier one (ids are compared as text).
@@ -202,10 +200,7 @@ async fn round_trips_a_memory_and_its_embedding<S: TestStore>(store: &S) {
     memory.memory_type = MemoryType::Semantic;
     memory.shared = true;
     store
-        .insert(&[StoredMemory {
-            memory: memory.clone(),
-            embedding: vec![0.5, -0.25],
-        }])
+        .insert(&[StoredMemory::new(memory.clone(), vec![0.5, -0.25])])
         .await
         .unwrap();
     let loaded = store.get(&memory.id).await.unwrap().unwrap();
@@ -382,7 +377,7 @@ async fn insert_new_content_skips_what_the_agent_already_holds<S: TestStore>(sto
     let same = fixture("alice", "deploy with ./deploy.sh.", t0());
     let other_agent = fixture("bob", "Deploy with ./deploy.sh", t0());
     let mut in_project = fixture("alice", "Deploy with ./deploy.sh", t0());
-    in_project.project_id = Some(mnemos_actors::namespaces::ProjectId::parse("apollo").unwrap());
+    in_project.project_id = Some(mnemos_actors::projects::ProjectId::parse("apollo").unwrap());
     let mut outdated = fixture("alice", "Deploy with ./deploy.sh", t0());
     outdated.status = MemoryStatus::Superseded;
     let fresh = fixture("alice", "Roll back with ./rollback.sh", t0());
@@ -1145,9 +1140,9 @@ async fn kv_namespaces_evict_in_use_order<S: TestStore>(store: &S) {
         ErrorCode::NotFound
     );
     // Projects and their sessions.
-    let project = mnemos_actors::namespaces::Project {
+    let project = mnemos_actors::projects::Project {
         agent_id: agent("alice"),
-        project_id: mnemos_actors::namespaces::ProjectId::parse("apollo").unwrap(),
+        project_id: mnemos_actors::projects::ProjectId::parse("apollo").unwrap(),
         name: "Apollo".into(),
         isolated: true,
         created_at: now,

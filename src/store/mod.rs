@@ -10,7 +10,8 @@ mod conformance;
 use std::sync::Arc;
 
 use mnemos_actors::error::MemoryResult;
-use mnemos_actors::store::namespaces::NamespaceStore;
+use mnemos_actors::store::kv::KvStore;
+use mnemos_actors::store::projects::ProjectStore;
 use mnemos_actors::store::{GraphStore, MemoryStore};
 
 use crate::config::Settings;
@@ -55,8 +56,16 @@ impl SystemOfRecord {
         }
     }
 
-    /// The same store as the projects and KV namespaces store.
-    pub fn namespaces(&self) -> Arc<dyn NamespaceStore> {
+    /// The same store as the projects store.
+    pub fn projects(&self) -> Arc<dyn ProjectStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// The same store as the KV namespaces store.
+    pub fn kv(&self) -> Arc<dyn KvStore> {
         match self {
             Self::Sqlite(store) => store.clone(),
             Self::Postgres(store) => store.clone(),

@@ -1,7 +1,7 @@
 //! The shared system of record: PostgreSQL through sqlx.
 //!
 //! [`PostgresStore`] implements [`MemoryStore`], [`GraphStore`] and (in `namespaces`)
-//! `NamespaceStore` with the semantics of
+//! `ProjectStore` and `KvStore` with the semantics of
 //! [`super::sqlite::SqliteStore`]: idempotent inserts by id, compare-and-swap updates
 //! with version history in the same transaction, edges that cascade with their memory,
 //! and keyword search that ranks exactly as SQLite's FTS5 does.
@@ -197,7 +197,7 @@ fn memory_from_row(row: &PgRow) -> MemoryResult<Memory> {
     Ok(Memory {
         project_id: project_id
             .as_deref()
-            .map(mnemos_actors::namespaces::ProjectId::parse)
+            .map(mnemos_actors::projects::ProjectId::parse)
             .transpose()?,
         id: MemoryId(row.try_get("id").map_err(corrupt)?),
         agent_id: AgentId::parse(&agent)?,
@@ -332,7 +332,7 @@ async fn insert_records(conn: &mut PgConnection, records: &[StoredMemory]) -> Me
                 .push_bind(m.source.as_ref().map(|s| s.path.clone()))
                 .push_bind(m.source.as_ref().map(|s| s.hash.clone()))
                 .push_bind(i64::from(m.version))
-                .push_bind(normalized_hash(&m.content))
+                .push_bind(record.content_hash.clone())
                 .push_bind(m.project_id.as_ref().map(|p| p.as_str().to_string()));
         });
         // Ids already stored (a retried request) are skipped whole: nothing of theirs is written twice.

@@ -101,7 +101,7 @@ fn memory_from_row(row: &SqliteRow) -> MemoryResult<Memory> {
         session_id: session_id.as_deref().map(SessionId::parse).transpose()?,
         project_id: project_id
             .as_deref()
-            .map(mnemos_actors::namespaces::ProjectId::parse)
+            .map(mnemos_actors::projects::ProjectId::parse)
             .transpose()?,
         occurred_at: parse_time(row.try_get("occurred_at").map_err(get_err)?)?,
         created_at: parse_time(row.try_get("created_at").map_err(get_err)?)?,
@@ -280,7 +280,7 @@ async fn insert_records(conn: &mut SqliteConnection, records: &[StoredMemory]) -
                 .push_bind(m.source.as_ref().map(|s| s.path.as_str()))
                 .push_bind(m.source.as_ref().map(|s| s.hash.as_str()))
                 .push_bind(i64::from(m.version))
-                .push_bind(normalized_hash(&m.content))
+                .push_bind(record.content_hash.as_str())
                 .push_bind(m.project_id.as_ref().map(|p| p.as_str()));
         });
         builder
@@ -1698,20 +1698,15 @@ mod tests {
     #[tokio::test]
     async fn every_change_enqueues_an_outbox_entry_in_its_transaction() {
         use mnemos_actors::actors::projector::catch_up;
+        use mnemos_actors::testing::StoreSource;
         let (store, _dir) = store().await;
         let now = Utc::now();
         let a = memory_fixture("alice", "a", now);
         let b = memory_fixture("alice", "b", now);
         store
             .insert(&[
-                StoredMemory {
-                    memory: a.clone(),
-                    embedding: vec![1.0],
-                },
-                StoredMemory {
-                    memory: b.clone(),
-                    embedding: vec![1.0],
-                },
+                StoredMemory::new(a.clone(), vec![1.0]),
+                StoredMemory::new(b.clone(), vec![1.0]),
             ])
             .await
             .unwrap();
@@ -1756,9 +1751,18 @@ mod tests {
 
         // A fresh projection is rebuilt from SQL, then follows the outbox.
         let projection = Recording::default();
-        let (applied, rebuilt) = catch_up(&store, &store, &projection, None, 2, 8)
-            .await
-            .unwrap();
+        let (applied, rebuilt) = catch_up(
+            &StoreSource {
+                store: &store,
+                graph: &store,
+            },
+            &projection,
+            None,
+            2,
+            8,
+        )
+        .await
+        .unwrap();
         assert!(rebuilt);
         assert_eq!(applied, bounds.head);
         assert_eq!(
@@ -1768,15 +1772,21 @@ mod tests {
         );
         let c = memory_fixture("alice", "c", now);
         store
-            .insert(&[StoredMemory {
-                memory: c.clone(),
-                embedding: vec![1.0],
-            }])
+            .insert(&[StoredMemory::new(c.clone(), vec![1.0])])
             .await
             .unwrap();
-        let (applied, rebuilt) = catch_up(&store, &store, &projection, Some(applied), 2, 8)
-            .await
-            .unwrap();
+        let (applied, rebuilt) = catch_up(
+            &StoreSource {
+                store: &store,
+                graph: &store,
+            },
+            &projection,
+            Some(applied),
+            2,
+            8,
+        )
+        .await
+        .unwrap();
         assert!(!rebuilt);
         assert!(
             matches!(&projection.changes.lock().unwrap()[1], ProjectedChange::UpsertMemory { id, .. } if *id == c.id)
@@ -1789,9 +1799,18 @@ mod tests {
         // A projection that claims more than the store ever wrote was filled from
         // another database: it is rebuilt, not trusted.
         *projection.applied.lock().unwrap() = Some(applied + 1000);
-        let (again, rebuilt) = catch_up(&store, &store, &projection, None, 2, 8)
-            .await
-            .unwrap();
+        let (again, rebuilt) = catch_up(
+            &StoreSource {
+                store: &store,
+                graph: &store,
+            },
+            &projection,
+            None,
+            2,
+            8,
+        )
+        .await
+        .unwrap();
         assert!(rebuilt);
         assert_eq!(again, applied);
         assert_eq!(projection.changes.lock().unwrap().len(), 2, "a and c");

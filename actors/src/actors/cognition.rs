@@ -15,14 +15,15 @@ use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_cron_scheduler::{Job, JobScheduler};
 
+use super::consolidator::ConsolidatorHandle;
 pub use super::consolidator::ScheduledJob;
-use super::consolidator::{ConsolidatorMsg, ConsolidatorRef};
 use super::injected_fault;
 use crate::clock::Clock;
 use crate::error::MemoryError;
 use crate::policy::schedule::Schedule;
+use crate::supervisor::InjectedFault;
 
-/// Handle to the BackgroundCognition actor.
+/// Ref of the BackgroundCognition actor.
 pub type CognitionRef = ActorRef<CognitionMsg>;
 
 /// Messages of the BackgroundCognition actor.
@@ -38,6 +39,12 @@ pub enum CognitionMsg {
     InjectFault,
 }
 
+impl From<InjectedFault> for CognitionMsg {
+    fn from(_: InjectedFault) -> Self {
+        CognitionMsg::InjectFault
+    }
+}
+
 /// Start-up arguments (kept by the supervisor and reused on restart).
 #[derive(Clone)]
 pub struct CognitionArgs {
@@ -49,8 +56,8 @@ pub struct CognitionArgs {
     pub archival_schedule: Schedule,
     /// Time source for computing firings.
     pub clock: Arc<dyn Clock>,
-    /// Resolves the consolidator's current ref (it may have been restarted).
-    pub consolidator: Arc<dyn Fn() -> Option<ConsolidatorRef> + Send + Sync>,
+    /// The consolidator, which claims each firing's lease and runs the job.
+    pub consolidator: ConsolidatorHandle,
 }
 
 /// The actor's state.
@@ -65,6 +72,7 @@ pub struct CognitionState {
 }
 
 /// The BackgroundCognition actor.
+#[derive(Clone)]
 pub struct CognitionActor;
 
 fn schedule_error(error: impl std::fmt::Display) -> ActorProcessingErr {
@@ -164,20 +172,11 @@ impl Actor for CognitionActor {
         match message {
             CognitionMsg::Tick { job, slot } => {
                 tracing::info!(job = job.name(), %slot, "scheduled job fired");
-                match (state.args.consolidator)() {
-                    Some(consolidator) => {
-                        let _ = consolidator.cast(ConsolidatorMsg::Scheduled {
-                            job,
-                            slot,
-                            reply: None,
-                        });
-                    }
-                    None => {
-                        tracing::warn!(
-                            job = job.name(),
-                            "consolidator is restarting; firing skipped"
-                        )
-                    }
+                if !state.args.consolidator.fire(job, slot) {
+                    tracing::warn!(
+                        job = job.name(),
+                        "consolidator is restarting; firing skipped"
+                    )
                 }
                 // The armed firing arms the next one, after this slot.
                 if state.armed.get(&job) == Some(&slot) {

@@ -17,30 +17,30 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::injected_fault;
+use super::episodic::EpisodicHandle;
+use super::graph::GraphHandle;
+use super::vectors::VectorsHandle;
+use super::working::WorkingHandle;
+use super::{injected_fault, Caller, Reply};
 use crate::clock::Clock;
-use crate::embedding::{dot, Embedder};
+use crate::embedding::dot;
 use crate::error::{ErrorCode, MemoryResult};
 use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
     MemoryStatus, MemoryType,
 };
-use crate::namespaces::ProjectId;
-use crate::policy::clustering::{centroid, cluster, ClusterItem, ClusterParams};
+use crate::policy::clustering::{centroid, cluster_within_groups, ClusterItem, ClusterParams};
 use crate::policy::consolidation::{decide, is_candidate, Decision, ForgetPolicy, PromotePolicy};
 use crate::policy::retention::RetentionPolicy;
 use crate::policy::stats::agent_stats;
-use crate::store::{
-    ConsolidationCommit, EmbeddingRecord, GraphStore, MemoryStore, SessionArchive, StoredMemory,
-    VectorIndex, WorkingStore,
-};
+use crate::store::{ConsolidationCommit, EmbeddingRecord, SessionArchive, StoredMemory};
+use crate::supervisor::InjectedFault;
 use crate::thought::{ClusterDigest, DigestMember, InnerThought, SessionDigest};
 
-/// Handle to the consolidator actor.
+/// Ref of the consolidator actor.
 pub type ConsolidatorRef = ActorRef<ConsolidatorMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// The tag of archive summaries (sessions and compactions).
 pub const ARCHIVE_SUMMARY_TAG: &str = "archive_summary";
@@ -95,6 +95,74 @@ pub enum ConsolidatorMsg {
     InjectFault,
 }
 
+impl From<InjectedFault> for ConsolidatorMsg {
+    fn from(_: InjectedFault) -> Self {
+        ConsolidatorMsg::InjectFault
+    }
+}
+
+/// The typed handle of the consolidator actor (retries while it restarts).
+#[derive(Clone)]
+pub struct ConsolidatorHandle(pub(crate) Caller<ConsolidatorMsg>);
+
+/// How long a sleep-cycle request may run (a large agent, or an LLM, takes minutes).
+const SLEEP_ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+impl ConsolidatorHandle {
+    /// One sleep-cycle pass for `agent` now.
+    pub async fn consolidate(
+        &self,
+        agent: &AgentId,
+        trigger: &str,
+    ) -> MemoryResult<ConsolidationRun> {
+        self.0
+            .ask_within(Some(SLEEP_ANSWER_TIMEOUT), |reply| {
+                ConsolidatorMsg::Consolidate {
+                    agent: agent.clone(),
+                    trigger: trigger.into(),
+                    reply,
+                }
+            })
+            .await
+    }
+    /// Archival of idle sessions now.
+    pub async fn archive(&self, trigger: &str) -> MemoryResult<ConsolidationRun> {
+        self.0
+            .ask_within(Some(SLEEP_ANSWER_TIMEOUT), |reply| {
+                ConsolidatorMsg::Archive {
+                    trigger: trigger.into(),
+                    reply,
+                }
+            })
+            .await
+    }
+    /// One scheduled firing now, as the scheduler would (claiming its lease).
+    pub async fn run_scheduled(
+        &self,
+        job: ScheduledJob,
+        slot: DateTime<Utc>,
+    ) -> MemoryResult<Option<Vec<ConsolidationRun>>> {
+        self.0
+            .ask_within(Some(SLEEP_ANSWER_TIMEOUT), |reply| {
+                ConsolidatorMsg::Scheduled {
+                    job,
+                    slot,
+                    reply: Some(reply),
+                }
+            })
+            .await
+    }
+    /// Hand a scheduled firing to the running consolidator without waiting; false when
+    /// it is restarting (the firing is skipped; the next one covers it).
+    pub fn fire(&self, job: ScheduledJob, slot: DateTime<Utc>) -> bool {
+        self.0.cast(ConsolidatorMsg::Scheduled {
+            job,
+            slot,
+            reply: None,
+        })
+    }
+}
+
 /// Lease settings for scheduled firings.
 #[derive(Debug, Clone)]
 pub struct LeaseSettings {
@@ -107,16 +175,18 @@ pub struct LeaseSettings {
 /// Start-up arguments (kept by the supervisor and reused on restart).
 #[derive(Clone)]
 pub struct ConsolidatorArgs {
-    /// The system of record.
-    pub store: Arc<dyn MemoryStore>,
-    /// The vector index, so new knowledge is recallable and forgotten memories leave at once.
-    pub index: Arc<dyn VectorIndex>,
+    /// The system of record (memories, run log, leases).
+    pub episodic: EpisodicHandle,
+    /// The embedder and vector index, so new knowledge is recallable and forgotten
+    /// memories leave at once.
+    pub vectors: VectorsHandle,
     /// The association graph, which receives `derived_from` edges.
-    pub graph: Arc<dyn GraphStore>,
+    pub graph: GraphHandle,
     /// Working-memory windows to clear on archival.
-    pub working: Arc<dyn WorkingStore>,
-    /// Embeds abstractions and summaries.
-    pub embedder: Arc<dyn Embedder>,
+    pub working: WorkingHandle,
+    /// True when the system of record writes a cluster's edges in the cluster's own
+    /// transaction (SQL store, SQL graph); otherwise they are written to the graph after.
+    pub edges_in_store: bool,
     /// Abstracts clusters and summarises sessions.
     pub thought: Arc<dyn InnerThought>,
     /// Time source.
@@ -139,11 +209,12 @@ pub struct ConsolidatorArgs {
 
 /// The actor's state: its arguments (it keeps no other state between runs).
 pub struct ConsolidatorState {
-    /// Stores, clock, models and policies.
+    /// Handles, clock, models and policies.
     args: ConsolidatorArgs,
 }
 
 /// The consolidator actor.
+#[derive(Clone)]
 pub struct ConsolidatorActor;
 
 /// What happened to one cluster, for the run report.
@@ -161,6 +232,36 @@ struct ClusterOutcome {
     fallback: Option<String>,
     /// Why the cluster was skipped, if it was.
     skipped: Option<String>,
+}
+
+/// What the clusters of one run made, for the run record.
+#[derive(Default)]
+struct ClusterTally {
+    /// Sources of clusters that committed (a skipped cluster's members get rule decisions).
+    clustered: HashSet<MemoryId>,
+    /// One outcome per cluster.
+    outcomes: Vec<ClusterOutcome>,
+    /// Sources raised to consolidation level 1.
+    consolidated: u32,
+    /// Semantic memories made.
+    new_semantic: u32,
+    /// Procedural memories made.
+    new_procedural: u32,
+    /// LLM tokens spent.
+    tokens: u64,
+    /// Clusters whose abstraction fell back to the rules.
+    fallbacks: u32,
+}
+
+/// What the per-candidate rule decisions did.
+#[derive(Default)]
+struct DecisionTally {
+    /// Count per decision name.
+    decisions: BTreeMap<&'static str, u32>,
+    /// Memories archived by forgetting.
+    forgotten: Vec<MemoryId>,
+    /// Memories promoted to semantic.
+    promoted: Vec<MemoryId>,
 }
 
 fn is_race(error: &crate::error::MemoryError) -> bool {
@@ -211,10 +312,15 @@ fn product_of_consolidation(
     }
 }
 
-/// Edges in the SQL store are written by the cluster's transaction; any other graph
-/// backend receives them as a projection.
-fn graph_is_separate(args: &ConsolidatorArgs) -> bool {
-    !(args.store.keeps_edges() && args.graph.backend_name() == "sql")
+/// The index entry of a memory with `vector`.
+fn index_entry(memory: &Memory, vector: Vec<f32>) -> EmbeddingRecord {
+    EmbeddingRecord {
+        id: memory.id.clone(),
+        agent_id: memory.agent_id.clone(),
+        memory_type: memory.memory_type,
+        shared: memory.shared,
+        vector,
+    }
 }
 
 /// One sleep-cycle pass for one agent. Tests, the CLI and `POST /tools/consolidate` call it directly.
@@ -224,19 +330,87 @@ pub async fn consolidate_agent(
     trigger: &str,
 ) -> MemoryResult<ConsolidationRun> {
     let started_at = args.clock.now();
-    let memories = args.store.agent_memories(agent).await?;
+    let memories = args.episodic.agent_memories(agent).await?;
     let stats = agent_stats(&memories, &args.retention, started_at);
     let mut candidates: Vec<&Memory> = memories.iter().filter(|m| is_candidate(m)).collect();
     candidates.sort_by(|a, b| a.id.cmp(&b.id));
     let ids: Vec<MemoryId> = candidates.iter().map(|m| m.id.clone()).collect();
-    let embeddings: HashMap<MemoryId, Vec<f32>> =
-        args.store.embeddings_of(&ids).await?.into_iter().collect();
+    let embeddings: HashMap<MemoryId, Vec<f32>> = args
+        .episodic
+        .embeddings_of(&ids)
+        .await?
+        .into_iter()
+        .collect();
     // Only candidates with a stored embedding can be clustered (all of them, normally).
     let clusterable: Vec<&Memory> = candidates
         .iter()
         .copied()
         .filter(|m| embeddings.contains_key(&m.id))
         .collect();
+    let clusters = plan_clusters(args, agent, &clusterable, &embeddings).await?;
+    let mut tally = ClusterTally::default();
+    for members in &clusters {
+        let sources: Vec<&Memory> = members.iter().map(|&i| clusterable[i]).collect();
+        commit_cluster(args, agent, &sources, &embeddings, &mut tally).await?;
+    }
+    let decided =
+        apply_decisions(args, &candidates, &embeddings, &tally.clustered, started_at).await?;
+    let purged = purge_forgotten(args, agent, started_at).await?;
+    let run = ConsolidationRun {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent_id: Some(agent.clone()),
+        trigger: trigger.to_string(),
+        started_at,
+        finished_at: args.clock.now(),
+        processed: candidates.len() as u32,
+        consolidated: tally.consolidated,
+        forgotten: decided.forgotten.len() as u32,
+        new_semantic: tally.new_semantic,
+        new_procedural: tally.new_procedural,
+        report: serde_json::json!({
+            "stats": stats,
+            "clusters": tally.outcomes,
+            "decisions": decided.decisions,
+            "forgotten_ids": decided.forgotten,
+            "promoted_ids": decided.promoted,
+            "purged_ids": purged,
+            "inner_thought": {
+                "provider": args.thought.provider_name(),
+                "fallbacks": tally.fallbacks,
+                "tokens": tally.tokens,
+            },
+            "clustering": {
+                "threshold": args.clustering.threshold,
+                "min_size": args.clustering.min_size,
+                "max_size": args.clustering.max_size,
+            },
+        }),
+    };
+    args.episodic.record_run(&run).await?;
+    tracing::info!(
+        agent = %agent,
+        processed = run.processed,
+        clusters = clusters.len(),
+        consolidated = run.consolidated,
+        forgotten = run.forgotten,
+        promoted = decided.promoted.len(),
+        purged = purged.len(),
+        trigger,
+        "sleep cycle finished for agent"
+    );
+    Ok(run)
+}
+
+/// The clusters among `clusterable` (indexes into it): their embeddings, tags, times
+/// and the association edges between them ([`cluster_within_groups`]); a cluster never
+/// mixes projects, so its abstraction lands in its members' project and an isolated
+/// project's knowledge is never abstracted into a memory visible elsewhere.
+async fn plan_clusters(
+    args: &ConsolidatorArgs,
+    agent: &AgentId,
+    clusterable: &[&Memory],
+    embeddings: &HashMap<MemoryId, Vec<f32>>,
+) -> MemoryResult<Vec<Vec<usize>>> {
     let position: HashMap<&MemoryId, usize> = clusterable
         .iter()
         .enumerate()
@@ -247,7 +421,7 @@ pub async fn consolidate_agent(
         let seeds: Vec<MemoryId> = clusterable.iter().map(|m| m.id.clone()).collect();
         for edge in args
             .graph
-            .edges_around(agent, &seeds, 1, seeds.len() * 8 + 64)
+            .around(agent, &seeds, 1, seeds.len() * 8 + 64)
             .await?
         {
             if let (Some(&a), Some(&b)) = (position.get(&edge.from_id), position.get(&edge.to_id)) {
@@ -263,142 +437,139 @@ pub async fn consolidate_agent(
             occurred_at: m.occurred_at,
         })
         .collect();
-    // A cluster never mixes projects: its abstraction lands in its members' project, so
-    // an isolated project's knowledge is never abstracted into a memory visible elsewhere.
-    let clusters: Vec<Vec<usize>> = cluster(&items, &edge_pairs, &args.clustering)
-        .into_iter()
-        .flat_map(|members| {
-            let mut by_project: BTreeMap<Option<&ProjectId>, Vec<usize>> = BTreeMap::new();
-            for i in members {
-                by_project
-                    .entry(clusterable[i].project_id.as_ref())
-                    .or_default()
-                    .push(i);
-            }
-            by_project.into_values()
-        })
-        .filter(|members| members.len() >= args.clustering.min_size)
+    let projects: Vec<Option<&crate::projects::ProjectId>> =
+        clusterable.iter().map(|m| m.project_id.as_ref()).collect();
+    Ok(cluster_within_groups(
+        &items,
+        &edge_pairs,
+        &args.clustering,
+        &projects,
+    ))
+}
+
+/// Abstract one cluster and commit it in its own transaction: the derived memory, its
+/// `derived_from` edges and the sources raised to level 1. A source that changed while
+/// inner thought ran skips the whole cluster (left for the next run).
+async fn commit_cluster(
+    args: &ConsolidatorArgs,
+    agent: &AgentId,
+    sources: &[&Memory],
+    embeddings: &HashMap<MemoryId, Vec<f32>>,
+    tally: &mut ClusterTally,
+) -> MemoryResult<()> {
+    let vectors: Vec<&[f32]> = sources
+        .iter()
+        .map(|m| embeddings[&m.id].as_slice())
         .collect();
-
-    // Sources of clusters that committed (a skipped cluster's members get rule decisions).
-    let mut clustered: HashSet<MemoryId> = HashSet::new();
-    let mut outcomes: Vec<ClusterOutcome> = Vec::new();
-    let (mut consolidated_count, mut new_semantic, mut new_procedural, mut tokens) =
-        (0u32, 0u32, 0u32, 0u64);
-    let mut fallbacks = 0u32;
-    for members in &clusters {
-        let sources: Vec<&Memory> = members.iter().map(|&i| clusterable[i]).collect();
-        let vectors: Vec<&[f32]> = sources
+    let center = centroid(&vectors);
+    let digest = ClusterDigest {
+        agent_id: agent.clone(),
+        members: sources
             .iter()
-            .map(|m| embeddings[&m.id].as_slice())
-            .collect();
-        let center = centroid(&vectors);
-        let digest = ClusterDigest {
-            agent_id: agent.clone(),
-            members: sources
-                .iter()
-                .zip(&vectors)
-                .map(|(m, v)| DigestMember {
-                    content: m.content.clone(),
-                    tags: m.tags.clone(),
-                    occurred_at: m.occurred_at,
-                    centrality: dot(v, &center),
-                    importance: m.importance,
-                })
-                .collect(),
-        };
-        let thought = args.thought.abstract_cluster(&digest).await;
-        tokens += thought.tokens;
-        if thought.fallback.is_some() {
-            fallbacks += 1;
-        }
-        let abstraction = thought.value;
-        let memory_type = match abstraction.memory_type {
-            MemoryType::Procedural => MemoryType::Procedural,
-            _ => MemoryType::Semantic,
-        };
-        let now = args.clock.now();
-        let source_ids: Vec<String> = sources.iter().map(|m| m.id.to_string()).collect();
-        let derived = Memory {
-            title: Some(abstraction.title.clone()),
-            importance: abstraction.importance.clamp(0.0, 1.0),
-            tags: abstraction.tags.clone(),
-            project_id: sources[0].project_id.clone(),
-            metadata: serde_json::json!({
-                "derived_from": source_ids,
-                "inner_thought": thought.provider,
-            }),
-            ..product_of_consolidation(
-                agent,
-                memory_type,
-                abstraction.content.clone(),
-                sources.iter().map(|m| m.occurred_at).max().unwrap_or(now),
-                now,
-            )
-        };
-        let embedding = args.embedder.embed(&derived.content)?;
-        let edges: Vec<Association> = sources
-            .iter()
-            .map(|m| Association {
-                agent_id: agent.clone(),
-                from_id: derived.id.clone(),
-                to_id: m.id.clone(),
-                relation: "derived_from".into(),
-                weight: 1.0,
-                created_at: now,
+            .zip(&vectors)
+            .map(|(m, v)| DigestMember {
+                content: m.content.clone(),
+                tags: m.tags.clone(),
+                occurred_at: m.occurred_at,
+                centrality: dot(v, &center),
+                importance: m.importance,
             })
-            .collect();
-        let commit = ConsolidationCommit {
-            derived: StoredMemory {
-                memory: derived.clone(),
-                embedding: embedding.clone(),
-            },
-            edges: edges.clone(),
-            sources: sources
-                .iter()
-                .map(|m| (consolidated(m, now), version_of(m, "consolidate", now)))
-                .collect(),
-        };
-        let mut outcome = ClusterOutcome {
-            derived_id: None,
-            memory_type: memory_type.as_str(),
-            sources: source_ids,
-            provider: thought.provider,
-            fallback: thought.fallback.clone(),
-            skipped: None,
-        };
-        match args.store.commit_consolidation(&commit).await {
-            Ok(()) => {
-                args.index.upsert(&[EmbeddingRecord {
-                    id: derived.id.clone(),
-                    agent_id: agent.clone(),
-                    memory_type,
-                    shared: false,
-                    vector: embedding,
-                }]);
-                if graph_is_separate(args) {
-                    for edge in &edges {
-                        args.graph.upsert_edge(edge).await?;
-                    }
-                }
-                consolidated_count += sources.len() as u32;
-                match memory_type {
-                    MemoryType::Procedural => new_procedural += 1,
-                    _ => new_semantic += 1,
-                }
-                clustered.extend(sources.iter().map(|m| m.id.clone()));
-                outcome.derived_id = Some(derived.id.to_string());
-            }
-            // A source changed while we thought: leave the whole cluster for the next run.
-            Err(error) if is_race(&error) => outcome.skipped = Some(error.message),
-            Err(error) => return Err(error),
-        }
-        outcomes.push(outcome);
+            .collect(),
+    };
+    let thought = args.thought.abstract_cluster(&digest).await;
+    tally.tokens += thought.tokens;
+    if thought.fallback.is_some() {
+        tally.fallbacks += 1;
     }
+    let abstraction = thought.value;
+    let memory_type = match abstraction.memory_type {
+        MemoryType::Procedural => MemoryType::Procedural,
+        _ => MemoryType::Semantic,
+    };
+    let now = args.clock.now();
+    let source_ids: Vec<String> = sources.iter().map(|m| m.id.to_string()).collect();
+    let derived = Memory {
+        title: Some(abstraction.title.clone()),
+        importance: abstraction.importance.clamp(0.0, 1.0),
+        tags: abstraction.tags.clone(),
+        project_id: sources[0].project_id.clone(),
+        metadata: serde_json::json!({
+            "derived_from": source_ids,
+            "inner_thought": thought.provider,
+        }),
+        ..product_of_consolidation(
+            agent,
+            memory_type,
+            abstraction.content.clone(),
+            sources.iter().map(|m| m.occurred_at).max().unwrap_or(now),
+            now,
+        )
+    };
+    let embedding = args.vectors.embed_one(&derived.content).await?;
+    let edges: Vec<Association> = sources
+        .iter()
+        .map(|m| Association {
+            agent_id: agent.clone(),
+            from_id: derived.id.clone(),
+            to_id: m.id.clone(),
+            relation: "derived_from".into(),
+            weight: 1.0,
+            created_at: now,
+        })
+        .collect();
+    let commit = ConsolidationCommit {
+        derived: StoredMemory::new(derived.clone(), embedding.clone()),
+        edges: edges.clone(),
+        sources: sources
+            .iter()
+            .map(|m| (consolidated(m, now), version_of(m, "consolidate", now)))
+            .collect(),
+    };
+    let mut outcome = ClusterOutcome {
+        derived_id: None,
+        memory_type: memory_type.as_str(),
+        sources: source_ids,
+        provider: thought.provider,
+        fallback: thought.fallback.clone(),
+        skipped: None,
+    };
+    match args.episodic.commit_consolidation(&commit).await {
+        Ok(()) => {
+            args.vectors
+                .project(&[index_entry(&derived, embedding)], &[])
+                .await;
+            if !args.edges_in_store {
+                for edge in &edges {
+                    args.graph.upsert(edge).await?;
+                }
+            }
+            tally.consolidated += sources.len() as u32;
+            match memory_type {
+                MemoryType::Procedural => tally.new_procedural += 1,
+                _ => tally.new_semantic += 1,
+            }
+            tally.clustered.extend(sources.iter().map(|m| m.id.clone()));
+            outcome.derived_id = Some(derived.id.to_string());
+        }
+        // A source changed while we thought: leave the whole cluster for the next run.
+        Err(error) if is_race(&error) => outcome.skipped = Some(error.message),
+        Err(error) => return Err(error),
+    }
+    tally.outcomes.push(outcome);
+    Ok(())
+}
 
-    let mut decisions: BTreeMap<&'static str, u32> = BTreeMap::new();
-    let (mut forgotten_ids, mut promoted_ids) = (Vec::new(), Vec::new());
-    for memory in &candidates {
+/// The rule decision for every candidate not consolidated: forget (archive), promote
+/// (to semantic) or keep. A memory changed since it was read is left for the next run.
+async fn apply_decisions(
+    args: &ConsolidatorArgs,
+    candidates: &[&Memory],
+    embeddings: &HashMap<MemoryId, Vec<f32>>,
+    clustered: &HashSet<MemoryId>,
+    started_at: DateTime<Utc>,
+) -> MemoryResult<DecisionTally> {
+    let mut tally = DecisionTally::default();
+    for memory in candidates {
         let now = args.clock.now();
         let decision = decide(
             memory,
@@ -408,122 +579,73 @@ pub async fn consolidate_agent(
             &args.promote,
             started_at,
         );
-        *decisions.entry(decision.as_str()).or_default() += 1;
-        match decision {
-            Decision::Consolidate | Decision::Keep => {}
+        *tally.decisions.entry(decision.as_str()).or_default() += 1;
+        let (next, reason) = match decision {
+            Decision::Consolidate | Decision::Keep => continue,
             Decision::Forget => {
                 let patch = MemoryPatch {
                     status: Some(MemoryStatus::Archived),
                     ..Default::default()
                 };
-                let next = apply_patch(memory, &patch, now);
-                match args
-                    .store
-                    .update(&next, &version_of(memory, "forget_decay", now), None)
-                    .await
-                {
-                    Ok(()) => {
-                        args.index.remove(std::slice::from_ref(&memory.id));
-                        forgotten_ids.push(memory.id.clone());
-                    }
-                    // Changed since we read it (recalled, patched): leave it for the next run.
-                    Err(error) if is_race(&error) => {}
-                    Err(error) => return Err(error),
-                }
+                (apply_patch(memory, &patch, now), "forget_decay")
             }
             Decision::Promote => {
-                let mut next = apply_patch(
-                    memory,
-                    &MemoryPatch {
-                        memory_type: Some(MemoryType::Semantic),
-                        ..Default::default()
-                    },
-                    now,
-                );
+                let patch = MemoryPatch {
+                    memory_type: Some(MemoryType::Semantic),
+                    ..Default::default()
+                };
+                let mut next = apply_patch(memory, &patch, now);
                 next.consolidation_level = 1.0;
-                match args
-                    .store
-                    .update(&next, &version_of(memory, "promote", now), None)
-                    .await
-                {
-                    Ok(()) => {
-                        if let Some(vector) = embeddings.get(&memory.id) {
-                            args.index.upsert(&[EmbeddingRecord {
-                                id: memory.id.clone(),
-                                agent_id: agent.clone(),
-                                memory_type: MemoryType::Semantic,
-                                shared: memory.shared,
-                                vector: vector.clone(),
-                            }]);
-                        }
-                        promoted_ids.push(memory.id.clone());
-                    }
-                    Err(error) if is_race(&error) => {}
-                    Err(error) => return Err(error),
+                (next, "promote")
+            }
+        };
+        match args
+            .episodic
+            .update(&next, &version_of(memory, reason, now), None)
+            .await
+        {
+            Ok(()) if decision == Decision::Forget => {
+                args.vectors
+                    .project(&[], std::slice::from_ref(&memory.id))
+                    .await;
+                tally.forgotten.push(memory.id.clone());
+            }
+            Ok(()) => {
+                if let Some(vector) = embeddings.get(&memory.id) {
+                    args.vectors
+                        .project(&[index_entry(&next, vector.clone())], &[])
+                        .await;
                 }
+                tally.promoted.push(memory.id.clone());
+            }
+            // Changed since we read it (recalled, patched): leave it for the next run.
+            Err(error) if is_race(&error) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(tally)
+}
+
+/// Delete what was forgotten longer than `purge_after_days` ago, from every store.
+async fn purge_forgotten(
+    args: &ConsolidatorArgs,
+    agent: &AgentId,
+    started_at: DateTime<Utc>,
+) -> MemoryResult<Vec<MemoryId>> {
+    if args.purge_after_days <= 0 {
+        return Ok(Vec::new());
+    }
+    let cutoff = started_at - Duration::days(args.purge_after_days);
+    let purged = args.episodic.purge_forgotten(agent, cutoff).await?;
+    if !purged.is_empty() {
+        args.vectors.project(&[], &purged).await;
+        if !args.edges_in_store {
+            for id in &purged {
+                args.graph.remove_memory(id).await?;
             }
         }
     }
-
-    let purged = if args.purge_after_days > 0 {
-        let cutoff = started_at - Duration::days(args.purge_after_days);
-        let purged = args.store.purge_forgotten(agent, cutoff).await?;
-        if !purged.is_empty() {
-            args.index.remove(&purged);
-            if graph_is_separate(args) {
-                for id in &purged {
-                    args.graph.remove_memory(id).await?;
-                }
-            }
-        }
-        purged
-    } else {
-        Vec::new()
-    };
-
-    let run = ConsolidationRun {
-        id: uuid::Uuid::now_v7().to_string(),
-        agent_id: Some(agent.clone()),
-        trigger: trigger.to_string(),
-        started_at,
-        finished_at: args.clock.now(),
-        processed: candidates.len() as u32,
-        consolidated: consolidated_count,
-        forgotten: forgotten_ids.len() as u32,
-        new_semantic,
-        new_procedural,
-        report: serde_json::json!({
-            "stats": stats,
-            "clusters": outcomes,
-            "decisions": decisions,
-            "forgotten_ids": forgotten_ids,
-            "promoted_ids": promoted_ids,
-            "purged_ids": purged,
-            "inner_thought": {
-                "provider": args.thought.provider_name(),
-                "fallbacks": fallbacks,
-                "tokens": tokens,
-            },
-            "clustering": {
-                "threshold": args.clustering.threshold,
-                "min_size": args.clustering.min_size,
-                "max_size": args.clustering.max_size,
-            },
-        }),
-    };
-    args.store.record_run(&run).await?;
-    tracing::info!(
-        agent = %agent,
-        processed = run.processed,
-        clusters = clusters.len(),
-        consolidated = consolidated_count,
-        forgotten = run.forgotten,
-        promoted = promoted_ids.len(),
-        purged = purged.len(),
-        trigger,
-        "sleep cycle finished for agent"
-    );
-    Ok(run)
+    Ok(purged)
 }
 
 /// One archival step: summarise every session idle for `idle_hours` that has no summary
@@ -537,85 +659,15 @@ pub async fn archive_idle_sessions(
     let mut archived = Vec::new();
     let (mut tokens, mut fallbacks) = (0u64, 0u32);
     // Bounded per run; what is left is taken by the next run.
-    for idle in args.store.idle_sessions(idle_before, 10_000).await? {
-        let mut memories: Vec<Memory> = args
-            .store
-            .session_memories(&idle.agent_id, &idle.session_id)
-            .await?
-            .into_iter()
-            .filter(|m| !m.tags.iter().any(|t| t == ARCHIVE_SUMMARY_TAG))
-            .filter(|m| m.status != MemoryStatus::Archived)
-            .collect();
-        memories.sort_by(|a, b| a.occurred_at.cmp(&b.occurred_at).then(a.id.cmp(&b.id)));
-        let digest = SessionDigest {
-            agent_id: idle.agent_id.clone(),
-            session_id: idle.session_id.clone(),
-            items: memories
-                .iter()
-                .map(|m| (m.occurred_at, m.content.clone()))
-                .collect(),
-        };
-        let thought = args.thought.summarize_session(&digest).await;
-        tokens += thought.tokens;
-        if thought.fallback.is_some() {
-            fallbacks += 1;
-        }
-        let now = args.clock.now();
-        let summary = Memory {
-            title: Some(format!("Summary of session {}", idle.session_id.as_str())),
-            importance: memories.iter().map(|m| m.importance).fold(0.5f32, f32::max),
-            tags: vec![ARCHIVE_SUMMARY_TAG.to_string()],
-            session_id: Some(idle.session_id.clone()),
-            // The session's project (the first one found: a session belongs to one project).
-            project_id: memories.iter().find_map(|m| m.project_id.clone()),
-            metadata: serde_json::json!({
-                "session_span": { "from": idle.first_at, "to": idle.last_at },
-                "memories": memories.len(),
-                "inner_thought": thought.provider,
-            }),
-            ..product_of_consolidation(
-                &idle.agent_id,
-                MemoryType::Episodic,
-                thought.value,
-                idle.last_at,
-                now,
-            )
-        };
-        let embedding = args.embedder.embed(&summary.content)?;
-        let written = args
-            .store
-            .commit_session_archive(&SessionArchive {
-                summary: StoredMemory {
-                    memory: summary.clone(),
-                    embedding: embedding.clone(),
-                },
-                agent_id: idle.agent_id.clone(),
-                session_id: idle.session_id.clone(),
-                archived_through: idle.last_activity,
-            })
-            .await?;
-        if !written {
+    for idle in args.episodic.idle_sessions(idle_before, 10_000).await? {
+        let Some(done) = archive_session(args, &idle).await? else {
             continue;
-        }
-        args.index.upsert(&[EmbeddingRecord {
-            id: summary.id.clone(),
-            agent_id: idle.agent_id.clone(),
-            memory_type: MemoryType::Episodic,
-            shared: false,
-            vector: embedding,
-        }]);
-        let cleared = args.working.clear(&idle.agent_id, &idle.session_id).await?;
-        archived.push(serde_json::json!({
-            "agent_id": idle.agent_id,
-            "session_id": idle.session_id,
-            "summary_id": summary.id,
-            "from": idle.first_at,
-            "to": idle.last_at,
-            "memories": memories.len(),
-            "working_items_cleared": cleared,
-        }));
+        };
+        tokens += done.tokens;
+        fallbacks += u32::from(done.fell_back);
+        archived.push(done.report);
     }
-    let expired = args.working.sweep(started_at).await?;
+    let expired = args.working.sweep().await?;
     let run = ConsolidationRun {
         id: uuid::Uuid::now_v7().to_string(),
         agent_id: None,
@@ -639,7 +691,7 @@ pub async fn archive_idle_sessions(
             },
         }),
     };
-    args.store.record_run(&run).await?;
+    args.episodic.record_run(&run).await?;
     tracing::info!(
         sessions = run.processed,
         expired,
@@ -647,6 +699,93 @@ pub async fn archive_idle_sessions(
         "archival finished"
     );
     Ok(run)
+}
+
+/// What archiving one session did.
+struct ArchivedSession {
+    /// The run report's entry for it.
+    report: serde_json::Value,
+    /// LLM tokens spent on its summary.
+    tokens: u64,
+    /// The summary fell back to the rules.
+    fell_back: bool,
+}
+
+/// Summarise one idle session, commit the summary with the session's archive mark,
+/// index it and clear the session's working window. None when another run got there first.
+async fn archive_session(
+    args: &ConsolidatorArgs,
+    idle: &crate::store::IdleSession,
+) -> MemoryResult<Option<ArchivedSession>> {
+    let mut memories: Vec<Memory> = args
+        .episodic
+        .session_memories(&idle.agent_id, &idle.session_id)
+        .await?
+        .into_iter()
+        .filter(|m| !m.tags.iter().any(|t| t == ARCHIVE_SUMMARY_TAG))
+        .filter(|m| m.status != MemoryStatus::Archived)
+        .collect();
+    memories.sort_by(|a, b| a.occurred_at.cmp(&b.occurred_at).then(a.id.cmp(&b.id)));
+    let digest = SessionDigest {
+        agent_id: idle.agent_id.clone(),
+        session_id: idle.session_id.clone(),
+        items: memories
+            .iter()
+            .map(|m| (m.occurred_at, m.content.clone()))
+            .collect(),
+    };
+    let thought = args.thought.summarize_session(&digest).await;
+    let now = args.clock.now();
+    let summary = Memory {
+        title: Some(format!("Summary of session {}", idle.session_id.as_str())),
+        importance: memories.iter().map(|m| m.importance).fold(0.5f32, f32::max),
+        tags: vec![ARCHIVE_SUMMARY_TAG.to_string()],
+        session_id: Some(idle.session_id.clone()),
+        // The session's project (the first one found: a session belongs to one project).
+        project_id: memories.iter().find_map(|m| m.project_id.clone()),
+        metadata: serde_json::json!({
+            "session_span": { "from": idle.first_at, "to": idle.last_at },
+            "memories": memories.len(),
+            "inner_thought": thought.provider,
+        }),
+        ..product_of_consolidation(
+            &idle.agent_id,
+            MemoryType::Episodic,
+            thought.value,
+            idle.last_at,
+            now,
+        )
+    };
+    let embedding = args.vectors.embed_one(&summary.content).await?;
+    let written = args
+        .episodic
+        .commit_session_archive(&SessionArchive {
+            summary: StoredMemory::new(summary.clone(), embedding.clone()),
+            agent_id: idle.agent_id.clone(),
+            session_id: idle.session_id.clone(),
+            archived_through: idle.last_activity,
+        })
+        .await?;
+    if !written {
+        return Ok(None);
+    }
+    args.vectors
+        .project(&[index_entry(&summary, embedding)], &[])
+        .await;
+    let cleared = args.working.clear(&idle.agent_id, &idle.session_id).await?;
+    Ok(Some(ArchivedSession {
+        report: serde_json::json!({
+            "agent_id": idle.agent_id,
+            "session_id": idle.session_id,
+            "summary_id": summary.id,
+            "from": idle.first_at,
+            "to": idle.last_at,
+            "memories": memories.len(),
+            "working_items_cleared": cleared,
+        }),
+        tokens: thought.tokens,
+        fell_back: thought.fallback.is_some(),
+    }))
 }
 
 /// One scheduled firing: claim the lease for `slot`, run the job, release. Returns None
@@ -666,7 +805,7 @@ pub async fn run_scheduled(
         return Ok(None);
     }
     if !args
-        .store
+        .episodic
         .try_acquire_lease(job.name(), holder, slot, now + args.lease.ttl, now)
         .await?
     {
@@ -678,35 +817,42 @@ pub async fn run_scheduled(
         job.name(),
         slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     );
-    let result = async {
-        match job {
-            ScheduledJob::Archival => Ok(vec![archive_idle_sessions(args, &trigger).await?]),
-            ScheduledJob::SleepCycle => {
-                let mut runs = Vec::new();
-                for agent in args.store.agents().await? {
-                    let run = consolidate_agent(args, &agent, &trigger).await?;
-                    runs.push(run);
-                    let until = args.clock.now() + args.lease.ttl;
-                    if !args.store.renew_lease(job.name(), holder, until).await? {
-                        tracing::warn!(
-                            job = job.name(),
-                            "lease lost mid-run; stopping (the next firing carries on)"
-                        );
-                        break;
-                    }
-                }
-                Ok(runs)
-            }
-        }
-    }
-    .await;
+    let result = match job {
+        ScheduledJob::Archival => archive_idle_sessions(args, &trigger)
+            .await
+            .map(|run| vec![run]),
+        ScheduledJob::SleepCycle => sleep_cycle(args, job, &trigger).await,
+    };
     let released = args
-        .store
+        .episodic
         .release_lease(job.name(), holder, args.clock.now())
         .await;
     let runs = result?;
     released?;
     Ok(Some(runs))
+}
+
+/// Consolidate every agent under the held lease, renewing it after each agent; stops
+/// early when the lease was lost (the next firing carries on).
+async fn sleep_cycle(
+    args: &ConsolidatorArgs,
+    job: ScheduledJob,
+    trigger: &str,
+) -> MemoryResult<Vec<ConsolidationRun>> {
+    let holder = &args.lease.holder;
+    let mut runs = Vec::new();
+    for agent in args.episodic.agents().await? {
+        runs.push(consolidate_agent(args, &agent, trigger).await?);
+        let until = args.clock.now() + args.lease.ttl;
+        if !args.episodic.renew_lease(job.name(), holder, until).await? {
+            tracing::warn!(
+                job = job.name(),
+                "lease lost mid-run; stopping (the next firing carries on)"
+            );
+            break;
+        }
+    }
+    Ok(runs)
 }
 
 fn send<T>(reply: Option<Reply<T>>, result: MemoryResult<T>, what: &str) {
@@ -767,76 +913,96 @@ impl Actor for ConsolidatorActor {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::embedding::BuiltinEmbedder;
+    use crate::embedding::{BuiltinEmbedder, Embedder};
     use crate::model::SessionId;
     use crate::store::memory::{
         FlatVectorIndex, InMemoryGraphStore, InMemoryMemoryStore, InMemoryWorkingStore,
     };
-    use crate::store::{VectorQuery, WorkingItem};
+    use crate::store::{
+        GraphStore, MemoryStore, VectorIndex, VectorQuery, WorkingItem, WorkingStore,
+    };
     use crate::testing::memory_fixture;
     use crate::thought::RuleThought;
     use async_trait::async_trait;
     use chrono::TimeZone;
 
+    /// A runtime on in-memory stores (the actors the consolidator talks to), with the
+    /// stores kept at hand for the assertions.
     struct Fixture {
         args: ConsolidatorArgs,
         clock: Arc<ManualClock>,
+        /// The in-memory system of record behind `sor`.
         store: Arc<InMemoryMemoryStore>,
+        /// The system of record the runtime was given (maybe a wrapper of `store`).
+        sor: Arc<dyn MemoryStore>,
+        index: Arc<FlatVectorIndex>,
+        graph: Arc<InMemoryGraphStore>,
+        working: Arc<InMemoryWorkingStore>,
+        embedder: BuiltinEmbedder,
         agent: AgentId,
+        /// Keeps the actors running.
+        _runtime: crate::runtime::Runtime,
     }
 
-    fn fixture_with(store: Arc<dyn MemoryStore>, inner: Arc<InMemoryMemoryStore>) -> Fixture {
+    async fn fixture_with(sor: Arc<dyn MemoryStore>, inner: Arc<InMemoryMemoryStore>) -> Fixture {
         let clock = Arc::new(ManualClock::new(
             Utc.with_ymd_and_hms(2026, 5, 1, 12, 0, 0).unwrap(),
         ));
-        let args = ConsolidatorArgs {
-            store,
-            index: Arc::new(FlatVectorIndex::new()),
-            graph: Arc::new(InMemoryGraphStore::new()),
-            working: Arc::new(InMemoryWorkingStore::new(32, 3600)),
-            embedder: Arc::new(BuiltinEmbedder::new(256)),
-            thought: Arc::new(RuleThought),
+        let index = Arc::new(FlatVectorIndex::new());
+        let graph = Arc::new(InMemoryGraphStore::new());
+        let working = Arc::new(InMemoryWorkingStore::new(32, 3600));
+        let parts = crate::runtime::RuntimeParts {
+            memories: sor.clone(),
+            vectors: index.clone(),
+            graph: graph.clone(),
+            working: working.clone(),
             clock: clock.clone(),
-            retention: RetentionPolicy::default(),
-            forget: ForgetPolicy::default(),
-            promote: PromotePolicy::default(),
-            clustering: ClusterParams {
-                threshold: 0.6,
-                ..ClusterParams::default()
-            },
-            purge_after_days: 30,
-            idle_hours: 24,
-            lease: LeaseSettings {
-                holder: "process-a".into(),
-                ttl: Duration::minutes(10),
-            },
+            thought: Arc::new(RuleThought),
+            ..crate::runtime::RuntimeParts::in_memory()
         };
+        let config = crate::runtime::RuntimeConfig {
+            sleep: crate::runtime::SleepSettings {
+                clustering: ClusterParams {
+                    threshold: 0.6,
+                    ..ClusterParams::default()
+                },
+                purge_after_days: 30,
+                idle_hours: 24,
+                holder: "process-a".into(),
+                lease_ttl: Duration::minutes(10),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let runtime = crate::runtime::Runtime::start(parts, config).await.unwrap();
         Fixture {
-            args,
+            args: runtime.consolidator_args(),
             clock,
             store: inner,
+            sor,
+            index,
+            graph,
+            working,
+            embedder: BuiltinEmbedder::new(256),
             agent: AgentId::parse("agent-1").unwrap(),
+            _runtime: runtime,
         }
     }
 
-    fn fixture() -> Fixture {
+    async fn fixture() -> Fixture {
         let store = Arc::new(InMemoryMemoryStore::new());
-        fixture_with(store.clone(), store)
+        fixture_with(store.clone(), store).await
     }
 
     async fn remember(f: &Fixture, text: &str, at: DateTime<Utc>, session: Option<&str>) -> Memory {
         let mut memory = memory_fixture(f.agent.as_str(), text, at);
         memory.session_id = session.map(|s| SessionId::parse(s).unwrap());
-        let embedding = f.args.embedder.embed(text).unwrap();
-        f.args
-            .store
-            .insert(&[StoredMemory {
-                memory: memory.clone(),
-                embedding: embedding.clone(),
-            }])
+        let embedding = f.embedder.embed(text).unwrap();
+        f.sor
+            .insert(&[StoredMemory::new(memory.clone(), embedding.clone())])
             .await
             .unwrap();
-        f.args.index.upsert(&[EmbeddingRecord {
+        f.index.upsert(&[EmbeddingRecord {
             id: memory.id.clone(),
             agent_id: f.agent.clone(),
             memory_type: memory.memory_type,
@@ -870,9 +1036,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_cluster_never_mixes_projects_and_its_abstraction_stays_in_its_project() {
-        let f = fixture();
+        let f = fixture().await;
         let now = f.clock.now();
-        let vault = crate::namespaces::ProjectId::parse("vault").unwrap();
+        let vault = crate::projects::ProjectId::parse("vault").unwrap();
         let texts = [
             "I drank a flat white coffee at the Blue Bottle cafe this morning",
             "Had a flat white coffee at Blue Bottle cafe again today",
@@ -887,8 +1053,7 @@ mod tests {
                 let mut next = memory.clone();
                 next.project_id = Some(vault.clone());
                 next.version += 1;
-                f.args
-                    .store
+                f.sor
                     .update(&next, &version_of(&memory, "test", now), None)
                     .await
                     .unwrap();
@@ -911,7 +1076,7 @@ mod tests {
 
     #[tokio::test]
     async fn clusters_become_knowledge_linked_to_their_sources_and_a_second_run_changes_nothing() {
-        let f = fixture();
+        let f = fixture().await;
         let (coffee, deploys, loner) = seed_clusters(&f).await;
         let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
         assert_eq!(run.processed, 7);
@@ -962,7 +1127,6 @@ mod tests {
         );
         // derived_from edges point from the abstraction to each source.
         let edges = f
-            .args
             .graph
             .edges_around(&f.agent, std::slice::from_ref(&semantic.id), 1, 100)
             .await
@@ -974,15 +1138,11 @@ mod tests {
         assert_eq!(targets, expected);
         assert!(edges.iter().all(|e| e.relation == "derived_from"));
         // The abstraction is in the vector index.
-        let hits = f.args.index.search(&VectorQuery {
+        let hits = f.index.search(&VectorQuery {
             agent_id: f.agent.clone(),
             include_shared: false,
             types: vec![MemoryType::Semantic],
-            vector: f
-                .args
-                .embedder
-                .embed("flat white coffee Blue Bottle")
-                .unwrap(),
+            vector: f.embedder.embed("flat white coffee Blue Bottle").unwrap(),
             limit: 5,
         });
         assert_eq!(hits.first().map(|h| &h.0), Some(&semantic.id));
@@ -1212,7 +1372,7 @@ mod tests {
             inner: inner.clone(),
             commits_left: std::sync::atomic::AtomicI32::new(1),
         });
-        let f = fixture_with(crashing, inner.clone());
+        let f = fixture_with(crashing, inner.clone()).await;
         seed_clusters(&f).await;
         let error = consolidate_agent(&f.args, &f.agent, "test")
             .await
@@ -1238,9 +1398,10 @@ mod tests {
         assert!(raised.iter().all(|m| sources.contains(&m.id.to_string())));
 
         // The restarted process has a healthy store.
-        let mut healthy = f.args.clone();
-        healthy.store = inner.clone();
-        let run = consolidate_agent(&healthy, &f.agent, "test").await.unwrap();
+        let healthy = fixture_with(inner.clone(), inner.clone()).await;
+        let run = consolidate_agent(&healthy.args, &f.agent, "test")
+            .await
+            .unwrap();
         assert_eq!(
             run.new_semantic + run.new_procedural,
             1,
@@ -1257,7 +1418,7 @@ mod tests {
 
     #[tokio::test]
     async fn faded_memories_are_archived_then_purged_after_the_grace_period() {
-        let f = fixture();
+        let f = fixture().await;
         let long_ago = f.clock.now() - Duration::days(400);
         let mut faded = memory_fixture(
             f.agent.as_str(),
@@ -1265,12 +1426,9 @@ mod tests {
             long_ago,
         );
         faded.importance = 0.1;
-        let embedding = f.args.embedder.embed(&faded.content).unwrap();
+        let embedding = f.embedder.embed(&faded.content).unwrap();
         f.store
-            .insert(&[StoredMemory {
-                memory: faded.clone(),
-                embedding,
-            }])
+            .insert(&[StoredMemory::new(faded.clone(), embedding)])
             .await
             .unwrap();
         let mut star = memory_fixture(
@@ -1280,12 +1438,9 @@ mod tests {
         );
         star.importance = 0.9;
         star.access_count = 5;
-        let embedding = f.args.embedder.embed(&star.content).unwrap();
+        let embedding = f.embedder.embed(&star.content).unwrap();
         f.store
-            .insert(&[StoredMemory {
-                memory: star.clone(),
-                embedding,
-            }])
+            .insert(&[StoredMemory::new(star.clone(), embedding)])
             .await
             .unwrap();
 
@@ -1314,7 +1469,7 @@ mod tests {
 
     #[tokio::test]
     async fn idle_sessions_are_summarised_once_and_their_working_memory_cleared() {
-        let f = fixture();
+        let f = fixture().await;
         let start = f.clock.now() - Duration::hours(30);
         let session = SessionId::parse("s-1").unwrap();
         let first = remember(
@@ -1331,8 +1486,7 @@ mod tests {
             Some("s-1"),
         )
         .await;
-        f.args
-            .working
+        f.working
             .push(
                 &f.agent,
                 &session,
@@ -1353,10 +1507,10 @@ mod tests {
         );
         recent.session_id = Some(SessionId::parse("s-2").unwrap());
         f.store
-            .insert(&[StoredMemory {
-                embedding: f.args.embedder.embed("still talking").unwrap(),
-                memory: recent,
-            }])
+            .insert(&[StoredMemory::new(
+                recent,
+                f.embedder.embed("still talking").unwrap(),
+            )])
             .await
             .unwrap();
 
@@ -1381,7 +1535,6 @@ mod tests {
             serde_json::json!(start)
         );
         assert!(f
-            .args
             .working
             .window(&f.agent, &session, f.clock.now())
             .await
@@ -1419,7 +1572,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_firing_runs_in_exactly_one_process() {
-        let f = fixture();
+        let f = fixture().await;
         seed_clusters(&f).await;
         let mut other = f.args.clone();
         other.lease.holder = "process-b".into();
@@ -1462,7 +1615,7 @@ mod tests {
         .unwrap()
         .is_none());
         // A live claim by another holder blocks a later slot until it expires.
-        let store = &f.args.store;
+        let store = &f.sor;
         let now = f.clock.now();
         assert!(store
             .try_acquire_lease(

@@ -1,72 +1,67 @@
-//! The episodic storage actor: owns the system of record ([`MemoryStore`]) for every
-//! durable memory, its versions and the keyword index, and batches reinforcement.
+//! The episodic storage actor: the one owner of the system of record ([`MemoryStore`]):
+//! every durable memory, its versions, the keyword index, sessions' message logs, the
+//! consolidation run log, scheduling leases and the outbox. It batches reinforcement.
+//!
+//! Writes ([`WriteOp`]) are carried out in mailbox order; reads ([`ReadOp`]) are
+//! answered from their own tasks so a slow read never holds up the mailbox.
+//! Everybody else uses [`EpisodicHandle`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::{answer_in_task, injected_fault};
+use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::clock::Clock;
-use crate::error::MemoryResult;
+use crate::error::{MemoryError, MemoryResult};
 use crate::model::{
     AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole, SessionId,
     SessionMessage, SessionRecord,
 };
-use crate::store::{KeywordQuery, ListQuery, MemoryStore, SessionCompaction, StoredMemory};
+use crate::store::{
+    ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery, MemoryStore,
+    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoredMemory,
+};
+use crate::supervisor::InjectedFault;
 
-/// Handle to the episodic actor.
+/// Ref of the episodic actor.
 pub type EpisodicRef = ActorRef<EpisodicMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// Messages of the episodic actor.
 pub enum EpisodicMsg {
-    /// Write memories with their embeddings atomically (the acknowledgement point of `remember`).
-    Insert {
-        records: Vec<StoredMemory>,
-        reply: Reply<()>,
+    /// A write, carried out in mailbox order.
+    Write(WriteOp),
+    /// A read, answered from its own task.
+    Read(ReadOp),
+    /// Queue reinforcement of recalled memories (applied in batches, never on the request path).
+    Touch {
+        ids: Vec<MemoryId>,
+        at: DateTime<Utc>,
     },
+    /// Apply queued reinforcement now (sent by a timer).
+    FlushTouches,
+    /// Apply queued reinforcement and checkpoint the store (shutdown).
+    Flush { reply: Reply<()> },
+    /// Test hook: fail the actor as if its state were broken.
+    InjectFault,
+}
+
+impl From<InjectedFault> for EpisodicMsg {
+    fn from(_: InjectedFault) -> Self {
+        EpisodicMsg::InjectFault
+    }
+}
+
+/// Writes to the system of record.
+pub enum WriteOp {
     /// Insert the records whose content the agent does not already hold (same hash,
-    /// project, active); the others come back as (record id, stored id).
+    /// project, active); the others come back as (record id, stored id). The
+    /// acknowledgement point of `remember`.
     InsertNewContent {
         records: Vec<StoredMemory>,
         reply: Reply<Vec<(MemoryId, MemoryId)>>,
-    },
-    /// Read one memory.
-    Get {
-        id: MemoryId,
-        reply: Reply<Option<Memory>>,
-    },
-    /// Active memories of an agent by normalised content hash.
-    FindByContentHash {
-        agent: AgentId,
-        hashes: Vec<String>,
-        reply: Reply<Vec<(String, Memory)>>,
-    },
-    /// Reinforce now (deduplication counts as an access) and answer when written.
-    TouchNow {
-        ids: Vec<MemoryId>,
-        at: DateTime<Utc>,
-        reply: Reply<()>,
-    },
-    /// Neighbouring memories of several memories in their sessions, as (seed, neighbour)
-    /// pairs in the order of `ids`.
-    SessionNeighbours {
-        ids: Vec<MemoryId>,
-        radius: usize,
-        reply: Reply<Vec<(MemoryId, MemoryId)>>,
-    },
-    /// Read several memories.
-    GetMany {
-        ids: Vec<MemoryId>,
-        reply: Reply<Vec<Memory>>,
-    },
-    /// Browse newest first.
-    List {
-        query: ListQuery,
-        reply: Reply<Vec<Memory>>,
     },
     /// Replace a memory, archiving its previous version.
     Update {
@@ -77,6 +72,111 @@ pub enum EpisodicMsg {
     },
     /// Delete a memory and everything stored with it.
     Delete { id: MemoryId, reply: Reply<bool> },
+    /// Reinforce now (deduplication counts as an access) and answer when written.
+    TouchNow {
+        ids: Vec<MemoryId>,
+        at: DateTime<Utc>,
+        reply: Reply<()>,
+    },
+    /// One cluster's consolidation, in one transaction.
+    CommitConsolidation {
+        commit: Box<ConsolidationCommit>,
+        reply: Reply<()>,
+    },
+    /// Delete an agent's memories forgotten before a cutoff; answers their ids.
+    PurgeForgotten {
+        agent: AgentId,
+        archived_before: DateTime<Utc>,
+        reply: Reply<Vec<MemoryId>>,
+    },
+    /// A session's archive summary with its mark; false when already archived that far.
+    CommitSessionArchive {
+        archive: Box<SessionArchive>,
+        reply: Reply<bool>,
+    },
+    /// Append a message to a session's log (the acknowledgement point of a session message).
+    AppendMessage {
+        agent: AgentId,
+        session: SessionId,
+        role: MessageRole,
+        content: String,
+        tokens: u32,
+        at: DateTime<Utc>,
+        reply: Reply<SessionMessage>,
+    },
+    /// Commit a session compaction atomically; false when it was already compacted that far.
+    CommitCompaction {
+        compaction: Box<SessionCompaction>,
+        reply: Reply<bool>,
+    },
+    /// Record a consolidation or archival run.
+    RecordRun {
+        run: Box<ConsolidationRun>,
+        reply: Reply<()>,
+    },
+    /// Claim a scheduled firing (see [`MemoryStore::try_acquire_lease`]).
+    TryAcquireLease {
+        job: String,
+        holder: String,
+        slot: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        reply: Reply<bool>,
+    },
+    /// Extend a live claim; false when it is no longer held.
+    RenewLease {
+        job: String,
+        holder: String,
+        expires_at: DateTime<Utc>,
+        reply: Reply<bool>,
+    },
+    /// Give up a claim.
+    ReleaseLease {
+        job: String,
+        holder: String,
+        now: DateTime<Utc>,
+        reply: Reply<()>,
+    },
+    /// Drop outbox entries through a sequence number; answers how many.
+    TrimOutbox { through: u64, reply: Reply<usize> },
+    /// Record the embedding model on first use, refuse another one later.
+    CheckEmbeddingModel {
+        model_id: String,
+        dimension: usize,
+        reply: Reply<()>,
+    },
+}
+
+/// Reads of the system of record.
+pub enum ReadOp {
+    /// One memory.
+    Get {
+        id: MemoryId,
+        reply: Reply<Option<Memory>>,
+    },
+    /// Several memories.
+    GetMany {
+        ids: Vec<MemoryId>,
+        reply: Reply<Vec<Memory>>,
+    },
+    /// Active memories of an agent by normalised content hash.
+    FindByContentHash {
+        agent: AgentId,
+        hashes: Vec<String>,
+        reply: Reply<Vec<(String, Memory)>>,
+    },
+    /// Neighbouring memories of several memories in their sessions, as (seed, neighbour)
+    /// pairs in the order of `ids`.
+    SessionNeighbours {
+        ids: Vec<MemoryId>,
+        radius: usize,
+        reply: Reply<Vec<(MemoryId, MemoryId)>>,
+    },
+    /// Browse newest first.
+    List {
+        query: ListQuery,
+        reply: Reply<Vec<Memory>>,
+    },
     /// Version history of a memory.
     History {
         id: MemoryId,
@@ -86,6 +186,17 @@ pub enum EpisodicMsg {
     Embedding {
         id: MemoryId,
         reply: Reply<Option<Vec<f32>>>,
+    },
+    /// The stored embeddings of several memories.
+    EmbeddingsOf {
+        ids: Vec<MemoryId>,
+        reply: Reply<Vec<(MemoryId, Vec<f32>)>>,
+    },
+    /// Active embeddings in id order after `after` (index rebuilds).
+    EmbeddingsPage {
+        after: Option<MemoryId>,
+        limit: usize,
+        reply: Reply<Vec<EmbeddingRecord>>,
     },
     /// BM25 search.
     KeywordSearch {
@@ -97,6 +208,8 @@ pub enum EpisodicMsg {
         agent: AgentId,
         reply: Reply<Vec<Memory>>,
     },
+    /// Every agent with a memory.
+    Agents { reply: Reply<Vec<AgentId>> },
     /// Number of stored memories.
     Count { reply: Reply<u64> },
     /// Consolidation run log.
@@ -105,24 +218,17 @@ pub enum EpisodicMsg {
         limit: usize,
         reply: Reply<Vec<ConsolidationRun>>,
     },
-    /// Queue reinforcement of recalled memories (applied in batches, never on the request path).
-    Touch {
-        ids: Vec<MemoryId>,
-        at: DateTime<Utc>,
+    /// Sessions idle since a cutoff that have no summary covering their activity.
+    IdleSessions {
+        idle_before: DateTime<Utc>,
+        limit: usize,
+        reply: Reply<Vec<IdleSession>>,
     },
-    /// Apply queued reinforcement now.
-    FlushTouches,
-    /// Apply queued reinforcement and checkpoint the store (shutdown).
-    Flush { reply: Reply<()> },
-    /// Append a message to a session's log (the acknowledgement point of a session message).
-    AppendMessage {
+    /// Every memory of one session.
+    SessionMemories {
         agent: AgentId,
         session: SessionId,
-        role: MessageRole,
-        content: String,
-        tokens: u32,
-        at: DateTime<Utc>,
-        reply: Reply<SessionMessage>,
+        reply: Reply<Vec<Memory>>,
     },
     /// A session's state and its uncompacted messages (None: no such session).
     SessionLog {
@@ -130,13 +236,16 @@ pub enum EpisodicMsg {
         session: SessionId,
         reply: Reply<Option<(SessionRecord, Vec<SessionMessage>)>>,
     },
-    /// Commit a session compaction atomically; false when it was already compacted that far.
-    CommitCompaction {
-        compaction: Box<SessionCompaction>,
-        reply: Reply<bool>,
+    /// Outbox entries after a sequence number.
+    OutboxAfter {
+        after: u64,
+        limit: usize,
+        reply: Reply<Vec<OutboxEntry>>,
     },
-    /// Test hook: fail the actor as if its state were broken.
-    InjectFault,
+    /// The range of stored outbox entries.
+    OutboxBounds { reply: Reply<OutboxBounds> },
+    /// The newest outbox entry of a committed transaction.
+    OutboxCommittedHead { reply: Reply<u64> },
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -154,7 +263,9 @@ pub struct EpisodicArgs {
 pub struct EpisodicState {
     /// The system of record.
     store: Arc<dyn MemoryStore>,
-    /// Reinforcements not yet written, with the latest access time.
+    /// Time of a reinforcement batch whose callers gave none.
+    clock: Arc<dyn Clock>,
+    /// Reinforcements not yet written.
     pending_touches: HashSet<MemoryId>,
     /// Latest access time among pending touches.
     pending_touch_at: Option<DateTime<Utc>>,
@@ -163,6 +274,7 @@ pub struct EpisodicState {
 }
 
 /// The episodic storage actor.
+#[derive(Clone)]
 pub struct EpisodicActor;
 
 impl EpisodicState {
@@ -171,7 +283,10 @@ impl EpisodicState {
             return Ok(());
         }
         let ids: Vec<MemoryId> = self.pending_touches.drain().collect();
-        let at = self.pending_touch_at.take().unwrap_or_else(Utc::now);
+        let at = self
+            .pending_touch_at
+            .take()
+            .unwrap_or_else(|| self.clock.now());
         self.store.touch(&ids, at).await
     }
 }
@@ -189,6 +304,7 @@ impl Actor for EpisodicActor {
         let timer = myself.send_interval(args.touch_flush_interval, || EpisodicMsg::FlushTouches);
         Ok(EpisodicState {
             store: args.store,
+            clock: args.clock,
             pending_touches: HashSet::new(),
             pending_touch_at: None,
             flush_timer: Some(timer),
@@ -216,101 +332,14 @@ impl Actor for EpisodicActor {
         message: EpisodicMsg,
         state: &mut EpisodicState,
     ) -> Result<(), ActorProcessingErr> {
-        let store = state.store.clone();
         match message {
-            EpisodicMsg::Insert { records, reply } => {
-                let _ = reply.send(store.insert(&records).await);
+            EpisodicMsg::Write(op) => {
+                if let WriteOp::Delete { id, .. } = &op {
+                    state.pending_touches.remove(id);
+                }
+                write(state.store.as_ref(), op).await;
             }
-            EpisodicMsg::InsertNewContent { records, reply } => {
-                let _ = reply.send(store.insert_new_content(&records).await);
-            }
-            EpisodicMsg::Update {
-                next,
-                previous,
-                embedding,
-                reply,
-            } => {
-                let _ = reply.send(store.update(&next, &previous, embedding.as_deref()).await);
-            }
-            EpisodicMsg::Delete { id, reply } => {
-                state.pending_touches.remove(&id);
-                let _ = reply.send(store.delete(&id).await);
-            }
-            EpisodicMsg::TouchNow { ids, at, reply } => {
-                let _ = reply.send(store.touch(&ids, at).await);
-            }
-            EpisodicMsg::FindByContentHash {
-                agent,
-                hashes,
-                reply,
-            } => answer_in_task(reply, async move {
-                store.find_by_content_hash(&agent, &hashes).await
-            }),
-            EpisodicMsg::SessionNeighbours { ids, radius, reply } => {
-                answer_in_task(reply, async move {
-                    let memories = store.get_many(&ids).await?;
-                    // One lookup per seed, run side by side (the pool bounds how many
-                    // reach the database at once), answered in the order of `ids`.
-                    let mut lookups = tokio::task::JoinSet::new();
-                    for (position, id) in ids.iter().enumerate() {
-                        if let Some(memory) = memories.iter().find(|m| m.id == *id).cloned() {
-                            let store = store.clone();
-                            lookups.spawn(async move {
-                                let found = store.session_neighbours(&memory, radius).await;
-                                (position, memory.id, found)
-                            });
-                        }
-                    }
-                    let mut found = Vec::new();
-                    while let Some(done) = lookups.join_next().await {
-                        let (position, seed, neighbours) = done.map_err(|e| {
-                            crate::error::MemoryError::internal(format!(
-                                "session neighbour lookup failed: {e}"
-                            ))
-                        })?;
-                        found.push((position, seed, neighbours?));
-                    }
-                    found.sort_by_key(|(position, _, _)| *position);
-                    Ok(found
-                        .into_iter()
-                        .flat_map(|(_, seed, neighbours)| {
-                            neighbours.into_iter().map(move |n| (seed.clone(), n))
-                        })
-                        .collect())
-                })
-            }
-            EpisodicMsg::Get { id, reply } => {
-                answer_in_task(reply, async move { store.get(&id).await })
-            }
-            EpisodicMsg::GetMany { ids, reply } => {
-                answer_in_task(reply, async move { store.get_many(&ids).await })
-            }
-            EpisodicMsg::List { query, reply } => {
-                answer_in_task(reply, async move { store.list(&query).await })
-            }
-            EpisodicMsg::Embedding { id, reply } => {
-                answer_in_task(reply, async move { store.embedding(&id).await })
-            }
-            EpisodicMsg::History { id, reply } => {
-                answer_in_task(reply, async move { store.history(&id).await })
-            }
-            EpisodicMsg::KeywordSearch { query, reply } => {
-                answer_in_task(reply, async move { store.keyword_search(&query).await })
-            }
-            EpisodicMsg::AgentMemories { agent, reply } => {
-                answer_in_task(reply, async move { store.agent_memories(&agent).await })
-            }
-            EpisodicMsg::Count { reply } => {
-                answer_in_task(reply, async move { store.count().await })
-            }
-            EpisodicMsg::Runs {
-                agent,
-                limit,
-                reply,
-            } => answer_in_task(
-                reply,
-                async move { store.runs(agent.as_ref(), limit).await },
-            ),
+            EpisodicMsg::Read(op) => read(state.store.clone(), op),
             EpisodicMsg::Touch { ids, at } => {
                 state.pending_touches.extend(ids);
                 state.pending_touch_at = Some(state.pending_touch_at.map_or(at, |t| t.max(at)));
@@ -327,42 +356,625 @@ impl Actor for EpisodicActor {
             }
             EpisodicMsg::Flush { reply } => {
                 let touched = state.flush_touches().await;
-                let flushed = store.flush().await;
+                let flushed = state.store.flush().await;
                 let _ = reply.send(touched.and(flushed));
-            }
-            EpisodicMsg::AppendMessage {
-                agent,
-                session,
-                role,
-                content,
-                tokens,
-                at,
-                reply,
-            } => {
-                let _ = reply.send(
-                    store
-                        .append_session_message(&agent, &session, role, &content, tokens, at)
-                        .await,
-                );
-            }
-            EpisodicMsg::SessionLog {
-                agent,
-                session,
-                reply,
-            } => answer_in_task(reply, async move {
-                let Some(record) = store.session_record(&agent, &session).await? else {
-                    return Ok(None);
-                };
-                let pending = store
-                    .session_messages_after(&agent, &session, record.compacted_through)
-                    .await?;
-                Ok(Some((record, pending)))
-            }),
-            EpisodicMsg::CommitCompaction { compaction, reply } => {
-                let _ = reply.send(store.commit_session_compaction(&compaction).await);
             }
             EpisodicMsg::InjectFault => return Err(injected_fault("episodic")),
         }
         Ok(())
+    }
+}
+
+/// Carry out one write and answer it.
+async fn write(store: &dyn MemoryStore, op: WriteOp) {
+    match op {
+        WriteOp::InsertNewContent { records, reply } => {
+            let _ = reply.send(store.insert_new_content(&records).await);
+        }
+        WriteOp::Update {
+            next,
+            previous,
+            embedding,
+            reply,
+        } => {
+            let _ = reply.send(store.update(&next, &previous, embedding.as_deref()).await);
+        }
+        WriteOp::Delete { id, reply } => {
+            let _ = reply.send(store.delete(&id).await);
+        }
+        WriteOp::TouchNow { ids, at, reply } => {
+            let _ = reply.send(store.touch(&ids, at).await);
+        }
+        WriteOp::CommitConsolidation { commit, reply } => {
+            let _ = reply.send(store.commit_consolidation(&commit).await);
+        }
+        WriteOp::PurgeForgotten {
+            agent,
+            archived_before,
+            reply,
+        } => {
+            let _ = reply.send(store.purge_forgotten(&agent, archived_before).await);
+        }
+        WriteOp::CommitSessionArchive { archive, reply } => {
+            let _ = reply.send(store.commit_session_archive(&archive).await);
+        }
+        WriteOp::AppendMessage {
+            agent,
+            session,
+            role,
+            content,
+            tokens,
+            at,
+            reply,
+        } => {
+            let appended = store
+                .append_session_message(&agent, &session, role, &content, tokens, at)
+                .await;
+            let _ = reply.send(appended);
+        }
+        WriteOp::CommitCompaction { compaction, reply } => {
+            let _ = reply.send(store.commit_session_compaction(&compaction).await);
+        }
+        WriteOp::RecordRun { run, reply } => {
+            let _ = reply.send(store.record_run(&run).await);
+        }
+        WriteOp::TryAcquireLease {
+            job,
+            holder,
+            slot,
+            expires_at,
+            now,
+            reply,
+        } => {
+            let claimed = store
+                .try_acquire_lease(&job, &holder, slot, expires_at, now)
+                .await;
+            let _ = reply.send(claimed);
+        }
+        WriteOp::RenewLease {
+            job,
+            holder,
+            expires_at,
+            reply,
+        } => {
+            let _ = reply.send(store.renew_lease(&job, &holder, expires_at).await);
+        }
+        WriteOp::ReleaseLease {
+            job,
+            holder,
+            now,
+            reply,
+        } => {
+            let _ = reply.send(store.release_lease(&job, &holder, now).await);
+        }
+        WriteOp::TrimOutbox { through, reply } => {
+            let _ = reply.send(store.trim_outbox(through).await);
+        }
+        WriteOp::CheckEmbeddingModel {
+            model_id,
+            dimension,
+            reply,
+        } => {
+            let _ = reply.send(store.check_embedding_model(&model_id, dimension).await);
+        }
+    }
+}
+
+/// Answer one read from its own task.
+fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
+    match op {
+        ReadOp::Get { id, reply } => answer_in_task(reply, async move { store.get(&id).await }),
+        ReadOp::GetMany { ids, reply } => {
+            answer_in_task(reply, async move { store.get_many(&ids).await })
+        }
+        ReadOp::FindByContentHash {
+            agent,
+            hashes,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.find_by_content_hash(&agent, &hashes).await
+        }),
+        ReadOp::SessionNeighbours { ids, radius, reply } => {
+            answer_in_task(reply, session_neighbours(store, ids, radius))
+        }
+        ReadOp::List { query, reply } => {
+            answer_in_task(reply, async move { store.list(&query).await })
+        }
+        ReadOp::History { id, reply } => {
+            answer_in_task(reply, async move { store.history(&id).await })
+        }
+        ReadOp::Embedding { id, reply } => {
+            answer_in_task(reply, async move { store.embedding(&id).await })
+        }
+        ReadOp::EmbeddingsOf { ids, reply } => {
+            answer_in_task(reply, async move { store.embeddings_of(&ids).await })
+        }
+        ReadOp::EmbeddingsPage {
+            after,
+            limit,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.embeddings_page(after.as_ref(), limit).await
+        }),
+        ReadOp::KeywordSearch { query, reply } => {
+            answer_in_task(reply, async move { store.keyword_search(&query).await })
+        }
+        ReadOp::AgentMemories { agent, reply } => {
+            answer_in_task(reply, async move { store.agent_memories(&agent).await })
+        }
+        ReadOp::Agents { reply } => answer_in_task(reply, async move { store.agents().await }),
+        ReadOp::Count { reply } => answer_in_task(reply, async move { store.count().await }),
+        ReadOp::Runs {
+            agent,
+            limit,
+            reply,
+        } => answer_in_task(
+            reply,
+            async move { store.runs(agent.as_ref(), limit).await },
+        ),
+        ReadOp::IdleSessions {
+            idle_before,
+            limit,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.idle_sessions(idle_before, limit).await
+        }),
+        ReadOp::SessionMemories {
+            agent,
+            session,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.session_memories(&agent, &session).await
+        }),
+        ReadOp::SessionLog {
+            agent,
+            session,
+            reply,
+        } => answer_in_task(reply, session_log(store, agent, session)),
+        ReadOp::OutboxAfter {
+            after,
+            limit,
+            reply,
+        } => answer_in_task(reply, async move { store.outbox_after(after, limit).await }),
+        ReadOp::OutboxBounds { reply } => {
+            answer_in_task(reply, async move { store.outbox_bounds().await })
+        }
+        ReadOp::OutboxCommittedHead { reply } => {
+            answer_in_task(reply, async move { store.outbox_committed_head().await })
+        }
+    }
+}
+
+/// The session neighbours of each seed, one lookup per seed run side by side (the pool
+/// bounds how many reach the database at once), answered in the order of `ids`.
+async fn session_neighbours(
+    store: Arc<dyn MemoryStore>,
+    ids: Vec<MemoryId>,
+    radius: usize,
+) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+    let memories = store.get_many(&ids).await?;
+    let mut lookups = tokio::task::JoinSet::new();
+    for (position, id) in ids.iter().enumerate() {
+        if let Some(memory) = memories.iter().find(|m| m.id == *id).cloned() {
+            let store = store.clone();
+            lookups.spawn(async move {
+                let found = store.session_neighbours(&memory, radius).await;
+                (position, memory.id, found)
+            });
+        }
+    }
+    let mut found = Vec::new();
+    while let Some(done) = lookups.join_next().await {
+        let (position, seed, neighbours) = done
+            .map_err(|e| MemoryError::internal(format!("session neighbour lookup failed: {e}")))?;
+        found.push((position, seed, neighbours?));
+    }
+    found.sort_by_key(|(position, _, _)| *position);
+    Ok(found
+        .into_iter()
+        .flat_map(|(_, seed, neighbours)| neighbours.into_iter().map(move |n| (seed.clone(), n)))
+        .collect())
+}
+
+/// A session's record and the messages after its compaction mark.
+async fn session_log(
+    store: Arc<dyn MemoryStore>,
+    agent: AgentId,
+    session: SessionId,
+) -> MemoryResult<Option<(SessionRecord, Vec<SessionMessage>)>> {
+    let Some(record) = store.session_record(&agent, &session).await? else {
+        return Ok(None);
+    };
+    let pending = store
+        .session_messages_after(&agent, &session, record.compacted_through)
+        .await?;
+    Ok(Some((record, pending)))
+}
+
+/// The typed handle of the episodic actor (retries while it restarts).
+#[derive(Clone)]
+pub struct EpisodicHandle(pub(crate) Caller<EpisodicMsg>);
+
+impl EpisodicHandle {
+    async fn write<T: Send + 'static>(
+        &self,
+        build: impl Fn(Reply<T>) -> WriteOp,
+    ) -> MemoryResult<T> {
+        self.0.ask(|reply| EpisodicMsg::Write(build(reply))).await
+    }
+
+    async fn read<T: Send + 'static>(&self, build: impl Fn(Reply<T>) -> ReadOp) -> MemoryResult<T> {
+        self.0.ask(|reply| EpisodicMsg::Read(build(reply))).await
+    }
+
+    /// Insert the records the agent does not hold yet; the others come back as
+    /// (record id, id of the stored memory with that content).
+    pub async fn insert_new_content(
+        &self,
+        records: &[StoredMemory],
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        self.write(|reply| WriteOp::InsertNewContent {
+            records: records.to_vec(),
+            reply,
+        })
+        .await
+    }
+    /// Replace a memory with `next`, archiving `previous` (version-checked).
+    pub async fn update(
+        &self,
+        next: &Memory,
+        previous: &MemoryVersion,
+        embedding: Option<&[f32]>,
+    ) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::Update {
+            next: Box::new(next.clone()),
+            previous: previous.clone(),
+            embedding: embedding.map(<[f32]>::to_vec),
+            reply,
+        })
+        .await
+    }
+    /// Delete a memory and its versions; false when it did not exist.
+    pub async fn delete(&self, id: &MemoryId) -> MemoryResult<bool> {
+        self.write(|reply| WriteOp::Delete {
+            id: id.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Reinforce now and answer when written.
+    pub async fn touch_now(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::TouchNow {
+            ids: ids.to_vec(),
+            at,
+            reply,
+        })
+        .await
+    }
+    /// Queue reinforcement of recalled memories (best effort, never waits).
+    pub fn touch_later(&self, ids: Vec<MemoryId>, at: DateTime<Utc>) {
+        self.0.cast(EpisodicMsg::Touch { ids, at });
+    }
+    /// Write queued reinforcement and checkpoint the store.
+    pub async fn flush(&self) -> MemoryResult<()> {
+        self.0.ask(|reply| EpisodicMsg::Flush { reply }).await
+    }
+    /// One cluster's consolidation in one transaction.
+    pub async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::CommitConsolidation {
+            commit: Box::new(commit.clone()),
+            reply,
+        })
+        .await
+    }
+    /// Delete `agent`'s memories forgotten before `archived_before`.
+    pub async fn purge_forgotten(
+        &self,
+        agent: &AgentId,
+        archived_before: DateTime<Utc>,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        self.write(|reply| WriteOp::PurgeForgotten {
+            agent: agent.clone(),
+            archived_before,
+            reply,
+        })
+        .await
+    }
+    /// A session's archive summary; false when already archived that far.
+    pub async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
+        self.write(|reply| WriteOp::CommitSessionArchive {
+            archive: Box::new(archive.clone()),
+            reply,
+        })
+        .await
+    }
+    /// Append one message to a session's log.
+    pub async fn append_message(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        role: MessageRole,
+        content: &str,
+        tokens: u32,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<SessionMessage> {
+        self.write(|reply| WriteOp::AppendMessage {
+            agent: agent.clone(),
+            session: session.clone(),
+            role,
+            content: content.to_string(),
+            tokens,
+            at,
+            reply,
+        })
+        .await
+    }
+    /// Commit a session compaction; false when it was already compacted that far.
+    pub async fn commit_compaction(&self, compaction: &SessionCompaction) -> MemoryResult<bool> {
+        self.write(|reply| WriteOp::CommitCompaction {
+            compaction: Box::new(compaction.clone()),
+            reply,
+        })
+        .await
+    }
+    /// Record a run in the run log.
+    pub async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::RecordRun {
+            run: Box::new(run.clone()),
+            reply,
+        })
+        .await
+    }
+    /// Claim firing `slot` of `job` for `holder` until `expires_at`.
+    pub async fn try_acquire_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        slot: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        self.write(|reply| WriteOp::TryAcquireLease {
+            job: job.to_string(),
+            holder: holder.to_string(),
+            slot,
+            expires_at,
+            now,
+            reply,
+        })
+        .await
+    }
+    /// Extend `holder`'s claim of `job`; false when it no longer holds it.
+    pub async fn renew_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        expires_at: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        self.write(|reply| WriteOp::RenewLease {
+            job: job.to_string(),
+            holder: holder.to_string(),
+            expires_at,
+            reply,
+        })
+        .await
+    }
+    /// Give up `holder`'s claim of `job`.
+    pub async fn release_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::ReleaseLease {
+            job: job.to_string(),
+            holder: holder.to_string(),
+            now,
+            reply,
+        })
+        .await
+    }
+    /// Drop outbox entries through `through`.
+    pub async fn trim_outbox(&self, through: u64) -> MemoryResult<usize> {
+        self.write(|reply| WriteOp::TrimOutbox { through, reply })
+            .await
+    }
+    /// Record the embedding model on first use; refuse another one later.
+    pub async fn check_embedding_model(
+        &self,
+        model_id: &str,
+        dimension: usize,
+    ) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::CheckEmbeddingModel {
+            model_id: model_id.to_string(),
+            dimension,
+            reply,
+        })
+        .await
+    }
+
+    /// One memory.
+    pub async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
+        self.read(|reply| ReadOp::Get {
+            id: id.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Several memories (those that exist), in one read.
+    pub async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.read(|reply| ReadOp::GetMany {
+            ids: ids.to_vec(),
+            reply,
+        })
+        .await
+    }
+    /// Active memories of `agent` with one of these content hashes, with their hash.
+    pub async fn find_by_content_hash(
+        &self,
+        agent: &AgentId,
+        hashes: &[String],
+    ) -> MemoryResult<Vec<(String, Memory)>> {
+        self.read(|reply| ReadOp::FindByContentHash {
+            agent: agent.clone(),
+            hashes: hashes.to_vec(),
+            reply,
+        })
+        .await
+    }
+    /// (seed, neighbour) pairs of the seeds' session neighbours within `radius`.
+    pub async fn session_neighbours(
+        &self,
+        ids: &[MemoryId],
+        radius: usize,
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        self.read(|reply| ReadOp::SessionNeighbours {
+            ids: ids.to_vec(),
+            radius,
+            reply,
+        })
+        .await
+    }
+    /// Browse newest first.
+    pub async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
+        self.read(|reply| ReadOp::List {
+            query: query.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Version history, oldest first.
+    pub async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
+        self.read(|reply| ReadOp::History {
+            id: id.clone(),
+            reply,
+        })
+        .await
+    }
+    /// The stored embedding of a memory.
+    pub async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
+        self.read(|reply| ReadOp::Embedding {
+            id: id.clone(),
+            reply,
+        })
+        .await
+    }
+    /// The stored embeddings of several memories.
+    pub async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
+        self.read(|reply| ReadOp::EmbeddingsOf {
+            ids: ids.to_vec(),
+            reply,
+        })
+        .await
+    }
+    /// Active embeddings in id order after `after`, at most `limit`.
+    pub async fn embeddings_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<EmbeddingRecord>> {
+        self.read(|reply| ReadOp::EmbeddingsPage {
+            after: after.cloned(),
+            limit,
+            reply,
+        })
+        .await
+    }
+    /// BM25 search.
+    pub async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        self.read(|reply| ReadOp::KeywordSearch {
+            query: query.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Every memory of an agent.
+    pub async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
+        self.read(|reply| ReadOp::AgentMemories {
+            agent: agent.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Every agent with a memory.
+    pub async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+        self.read(|reply| ReadOp::Agents { reply }).await
+    }
+    /// Number of stored memories.
+    pub async fn count(&self) -> MemoryResult<u64> {
+        self.read(|reply| ReadOp::Count { reply }).await
+    }
+    /// The latest runs, of one agent or all.
+    pub async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>> {
+        self.read(|reply| ReadOp::Runs {
+            agent: agent.cloned(),
+            limit,
+            reply,
+        })
+        .await
+    }
+    /// Sessions idle since `idle_before` without a summary covering their activity.
+    pub async fn idle_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        limit: usize,
+    ) -> MemoryResult<Vec<IdleSession>> {
+        self.read(|reply| ReadOp::IdleSessions {
+            idle_before,
+            limit,
+            reply,
+        })
+        .await
+    }
+    /// Every memory of one session.
+    pub async fn session_memories(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<Memory>> {
+        self.read(|reply| ReadOp::SessionMemories {
+            agent: agent.clone(),
+            session: session.clone(),
+            reply,
+        })
+        .await
+    }
+    /// A session's record and uncompacted messages (None: no such session).
+    pub async fn session_log(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<(SessionRecord, Vec<SessionMessage>)>> {
+        self.read(|reply| ReadOp::SessionLog {
+            agent: agent.clone(),
+            session: session.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Outbox entries after `after`, at most `limit`.
+    pub async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        self.read(|reply| ReadOp::OutboxAfter {
+            after,
+            limit,
+            reply,
+        })
+        .await
+    }
+    /// The range of stored outbox entries.
+    pub async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        self.read(|reply| ReadOp::OutboxBounds { reply }).await
+    }
+    /// The newest outbox entry of a committed transaction.
+    pub async fn outbox_committed_head(&self) -> MemoryResult<u64> {
+        self.read(|reply| ReadOp::OutboxCommittedHead { reply })
+            .await
     }
 }

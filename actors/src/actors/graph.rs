@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::{answer_in_task, injected_fault};
+use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::error::MemoryResult;
 use crate::model::{AgentId, Association, MemoryId};
 use crate::store::GraphStore;
+use crate::supervisor::InjectedFault;
 
-/// Handle to the graph actor.
+/// Ref of the graph actor.
 pub type GraphRef = ActorRef<GraphMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// Messages of the graph actor.
 pub enum GraphMsg {
@@ -30,8 +30,71 @@ pub enum GraphMsg {
     },
     /// Drop every edge of a memory.
     RemoveMemory { id: MemoryId, reply: Reply<()> },
+    /// Every edge of an agent (projection rebuilds).
+    AgentEdges {
+        agent: AgentId,
+        reply: Reply<Vec<Association>>,
+    },
     /// Test hook: fail the actor as if its state were broken.
     InjectFault,
+}
+
+impl From<InjectedFault> for GraphMsg {
+    fn from(_: InjectedFault) -> Self {
+        GraphMsg::InjectFault
+    }
+}
+
+/// The typed handle of the graph actor (retries while it restarts).
+#[derive(Clone)]
+pub struct GraphHandle(pub(crate) Caller<GraphMsg>);
+
+impl GraphHandle {
+    /// Create or re-weight an edge.
+    pub async fn upsert(&self, edge: &Association) -> MemoryResult<Association> {
+        self.0
+            .ask(|reply| GraphMsg::Upsert {
+                edge: edge.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Edges within `depth` hops of `seeds`, at most `max_edges`.
+    pub async fn around(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        depth: u32,
+        max_edges: usize,
+    ) -> MemoryResult<Vec<Association>> {
+        self.0
+            .ask(|reply| GraphMsg::Around {
+                agent: agent.clone(),
+                seeds: seeds.to_vec(),
+                depth,
+                max_edges,
+                reply,
+            })
+            .await
+    }
+    /// Drop every edge of a memory.
+    pub async fn remove_memory(&self, id: &MemoryId) -> MemoryResult<()> {
+        self.0
+            .ask(|reply| GraphMsg::RemoveMemory {
+                id: id.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Every edge of an agent.
+    pub async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        self.0
+            .ask(|reply| GraphMsg::AgentEdges {
+                agent: agent.clone(),
+                reply,
+            })
+            .await
+    }
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -48,6 +111,7 @@ pub struct GraphState {
 }
 
 /// The graph actor.
+#[derive(Clone)]
 pub struct GraphActor;
 
 impl Actor for GraphActor {
@@ -87,6 +151,9 @@ impl Actor for GraphActor {
             } => answer_in_task(reply, async move {
                 store.edges_around(&agent, &seeds, depth, max_edges).await
             }),
+            GraphMsg::AgentEdges { agent, reply } => {
+                answer_in_task(reply, async move { store.agent_edges(&agent).await })
+            }
             GraphMsg::InjectFault => return Err(injected_fault("graph")),
         }
         Ok(())

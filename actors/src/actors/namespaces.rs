@@ -1,24 +1,24 @@
-//! The namespaces actor: owns the [`NamespaceStore`] of projects (and their sessions)
-//! and of KV namespaces. Writes — including KV gets, which move an entry to the front
+//! The namespaces actor: owns the [`ProjectStore`] of projects (and their sessions)
+//! and the [`KvStore`] of KV namespaces. Writes — including KV gets, which move an entry to the front
 //! of its namespace's use order — are handled in mailbox order; pure reads are
 //! answered from spawned tasks.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::{answer_in_task, injected_fault};
+use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::error::MemoryResult;
+use crate::kv::{KvEntry, KvPut, KvPutOutcome, NamespaceName, NamespaceStats};
 use crate::model::{AgentId, SessionId};
-use crate::namespaces::{
-    KvEntry, KvPut, KvPutOutcome, NamespaceName, NamespaceStats, Project, ProjectDetail, ProjectId,
-};
-use crate::store::namespaces::NamespaceStore;
+use crate::projects::{Project, ProjectDetail, ProjectId};
+use crate::store::kv::KvStore;
+use crate::store::projects::ProjectStore;
+use crate::supervisor::InjectedFault;
 
-/// Handle to the namespaces actor.
+/// Ref of the namespaces actor.
 pub type NamespacesRef = ActorRef<NamespacesMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// Messages of the namespaces actor.
 pub enum NamespacesMsg {
@@ -109,20 +109,31 @@ pub enum NamespacesMsg {
     InjectFault,
 }
 
+impl From<InjectedFault> for NamespacesMsg {
+    fn from(_: InjectedFault) -> Self {
+        NamespacesMsg::InjectFault
+    }
+}
+
 /// Start-up arguments (kept by the supervisor and reused on restart).
 #[derive(Clone)]
 pub struct NamespacesArgs {
-    /// The projects and KV store.
-    pub store: Arc<dyn NamespaceStore>,
+    /// The projects store.
+    pub projects: Arc<dyn ProjectStore>,
+    /// The KV store.
+    pub kv: Arc<dyn KvStore>,
 }
 
 /// The actor's state.
 pub struct NamespacesState {
-    /// The projects and KV store.
-    store: Arc<dyn NamespaceStore>,
+    /// The projects store.
+    projects: Arc<dyn ProjectStore>,
+    /// The KV store.
+    kv: Arc<dyn KvStore>,
 }
 
 /// The namespaces actor.
+#[derive(Clone)]
 pub struct NamespacesActor;
 
 impl Actor for NamespacesActor {
@@ -135,7 +146,10 @@ impl Actor for NamespacesActor {
         _myself: NamespacesRef,
         args: NamespacesArgs,
     ) -> Result<NamespacesState, ActorProcessingErr> {
-        Ok(NamespacesState { store: args.store })
+        Ok(NamespacesState {
+            projects: args.projects,
+            kv: args.kv,
+        })
     }
 
     #[tracing::instrument(name = "namespaces", skip_all)]
@@ -145,7 +159,7 @@ impl Actor for NamespacesActor {
         message: NamespacesMsg,
         state: &mut NamespacesState,
     ) -> Result<(), ActorProcessingErr> {
-        let store = state.store.clone();
+        let (projects, store) = (state.projects.clone(), state.kv.clone());
         match message {
             NamespacesMsg::KvConfigure {
                 namespace,
@@ -175,7 +189,7 @@ impl Actor for NamespacesActor {
                 let _ = reply.send(store.kv_delete(&namespace, &key, now).await);
             }
             NamespacesMsg::UpsertProject { project, reply } => {
-                let _ = reply.send(store.upsert_project(&project).await);
+                let _ = reply.send(projects.upsert_project(&project).await);
             }
             NamespacesMsg::AttachSession {
                 agent,
@@ -184,7 +198,11 @@ impl Actor for NamespacesActor {
                 now,
                 reply,
             } => {
-                let _ = reply.send(store.attach_session(&agent, &project, &session, now).await);
+                let _ = reply.send(
+                    projects
+                        .attach_session(&agent, &project, &session, now)
+                        .await,
+                );
             }
             NamespacesMsg::KvSearch {
                 namespace,
@@ -213,23 +231,222 @@ impl Actor for NamespacesActor {
                 agent,
                 project,
                 reply,
-            } => answer_in_task(reply, async move { store.project(&agent, &project).await }),
+            } => answer_in_task(
+                reply,
+                async move { projects.project(&agent, &project).await },
+            ),
             NamespacesMsg::Projects { agent, reply } => {
-                answer_in_task(reply, async move { store.projects(&agent).await })
+                answer_in_task(reply, async move { projects.projects(&agent).await })
             }
             NamespacesMsg::SessionProject {
                 agent,
                 session,
                 reply,
             } => answer_in_task(reply, async move {
-                store.session_project(&agent, &session).await
+                projects.session_project(&agent, &session).await
             }),
-            NamespacesMsg::IsolatedProjects { projects, reply } => answer_in_task(
+            NamespacesMsg::IsolatedProjects {
+                projects: pairs,
                 reply,
-                async move { store.isolated_projects(&projects).await },
+            } => answer_in_task(
+                reply,
+                async move { projects.isolated_projects(&pairs).await },
             ),
             NamespacesMsg::InjectFault => return Err(injected_fault("namespaces")),
         }
         Ok(())
+    }
+}
+
+/// The typed handle of the namespaces actor (retries while it restarts).
+#[derive(Clone)]
+pub struct NamespacesHandle(pub(crate) Caller<NamespacesMsg>);
+
+impl NamespacesHandle {
+    /// Create a KV namespace or change its bound; its stats and the evicted keys.
+    pub async fn kv_configure(
+        &self,
+        namespace: &NamespaceName,
+        max_entries: usize,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<(NamespaceStats, Vec<String>)> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvConfigure {
+                namespace: namespace.clone(),
+                max_entries,
+                now,
+                reply,
+            })
+            .await
+    }
+    /// Write a KV entry (evicting down to the bound).
+    pub async fn kv_put(&self, put: &KvPut) -> MemoryResult<KvPutOutcome> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvPut {
+                put: Box::new(put.clone()),
+                reply,
+            })
+            .await
+    }
+    /// Read a KV entry (a use).
+    pub async fn kv_get(
+        &self,
+        namespace: &NamespaceName,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<KvEntry> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvGet {
+                namespace: namespace.clone(),
+                key: key.to_string(),
+                now,
+                reply,
+            })
+            .await
+    }
+    /// Remove a KV entry.
+    pub async fn kv_delete(
+        &self,
+        namespace: &NamespaceName,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvDelete {
+                namespace: namespace.clone(),
+                key: key.to_string(),
+                now,
+                reply,
+            })
+            .await
+    }
+    /// Ranked text search over a namespace.
+    pub async fn kv_search(
+        &self,
+        namespace: &NamespaceName,
+        query: &str,
+        limit: usize,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<(KvEntry, f64)>> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvSearch {
+                namespace: namespace.clone(),
+                query: query.to_string(),
+                limit,
+                now,
+                reply,
+            })
+            .await
+    }
+    /// Entries with a tag (all when None), most recently used first.
+    pub async fn kv_list(
+        &self,
+        namespace: &NamespaceName,
+        tag: Option<&str>,
+        limit: usize,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<Vec<KvEntry>> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvList {
+                namespace: namespace.clone(),
+                tag: tag.map(str::to_string),
+                limit,
+                now,
+                reply,
+            })
+            .await
+    }
+    /// Counters of a namespace.
+    pub async fn kv_stats(
+        &self,
+        namespace: &NamespaceName,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<NamespaceStats> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvStats {
+                namespace: namespace.clone(),
+                now,
+                reply,
+            })
+            .await
+    }
+    /// Create or change a project.
+    pub async fn upsert_project(&self, project: &Project) -> MemoryResult<Project> {
+        self.0
+            .ask(|reply| NamespacesMsg::UpsertProject {
+                project: project.clone(),
+                reply,
+            })
+            .await
+    }
+    /// One project with its sessions.
+    pub async fn project(
+        &self,
+        agent: &AgentId,
+        project: &ProjectId,
+    ) -> MemoryResult<Option<ProjectDetail>> {
+        self.0
+            .ask(|reply| NamespacesMsg::Project {
+                agent: agent.clone(),
+                project: project.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Every project of an agent.
+    pub async fn projects(&self, agent: &AgentId) -> MemoryResult<Vec<Project>> {
+        self.0
+            .ask(|reply| NamespacesMsg::Projects {
+                agent: agent.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Attach a session to a project.
+    pub async fn attach_session(
+        &self,
+        agent: &AgentId,
+        project: &ProjectId,
+        session: &SessionId,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<()> {
+        self.0
+            .ask(|reply| NamespacesMsg::AttachSession {
+                agent: agent.clone(),
+                project: project.clone(),
+                session: session.clone(),
+                now,
+                reply,
+            })
+            .await
+    }
+    /// The project a session belongs to.
+    pub async fn session_project(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<ProjectId>> {
+        self.0
+            .ask(|reply| NamespacesMsg::SessionProject {
+                agent: agent.clone(),
+                session: session.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Which of these (owner, project) pairs are isolated.
+    pub async fn isolated_projects(
+        &self,
+        projects: &[(AgentId, ProjectId)],
+    ) -> MemoryResult<Vec<(AgentId, ProjectId)>> {
+        if projects.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0
+            .ask(|reply| NamespacesMsg::IsolatedProjects {
+                projects: projects.to_vec(),
+                reply,
+            })
+            .await
     }
 }

@@ -17,19 +17,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::Serialize;
 
-use super::{answer_in_task, injected_fault};
+use super::episodic::EpisodicHandle;
+use super::graph::GraphHandle;
+use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
-use crate::model::Memory;
-use crate::store::{GraphStore, MemoryStore, ProjectedChange, Projection, ProjectionReads};
+use crate::model::{AgentId, Association, Memory};
+use crate::store::{OutboxBounds, OutboxEntry, ProjectedChange, Projection, ProjectionReads};
+use crate::supervisor::InjectedFault;
 
-/// Handle to the projector actor.
+/// Ref of the projector actor.
 pub type ProjectorRef = ActorRef<ProjectorMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// Messages of the projector actor.
 pub enum ProjectorMsg {
@@ -46,13 +49,90 @@ pub enum ProjectorMsg {
     InjectFault,
 }
 
+impl From<InjectedFault> for ProjectorMsg {
+    fn from(_: InjectedFault) -> Self {
+        ProjectorMsg::InjectFault
+    }
+}
+
+/// The typed handle of the projector actor (retries while it restarts).
+#[derive(Clone)]
+pub struct ProjectorHandle(pub(crate) Caller<ProjectorMsg>);
+
+impl ProjectorHandle {
+    /// Per-projection state and lag.
+    pub async fn status(&self) -> MemoryResult<Vec<ProjectionStatus>> {
+        self.0.ask(|reply| ProjectorMsg::Status { reply }).await
+    }
+    /// Rebuild one projection (or every one) from SQL now, waiting up to an hour.
+    pub async fn rebuild(&self, name: Option<String>) -> MemoryResult<Vec<(String, u64)>> {
+        self.0
+            .ask_within(Some(Duration::from_secs(3600)), |reply| {
+                ProjectorMsg::Rebuild {
+                    name: name.clone(),
+                    reply,
+                }
+            })
+            .await
+    }
+}
+
+/// What projections are filled from: the outbox, and every memory and edge for a
+/// rebuild. In the service it is the episodic and graph actors ([`ActorSource`]).
+#[async_trait]
+pub trait ProjectionSource: Send + Sync {
+    /// The range of stored outbox entries.
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds>;
+    /// Outbox entries after `after`, at most `limit`.
+    async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>>;
+    /// The newest outbox entry of a committed transaction.
+    async fn outbox_committed_head(&self) -> MemoryResult<u64>;
+    /// Every agent with a memory.
+    async fn agents(&self) -> MemoryResult<Vec<AgentId>>;
+    /// Every memory of an agent.
+    async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>>;
+    /// Every edge of an agent.
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>>;
+}
+
+/// The service's [`ProjectionSource`]: the actors that own the system of record and the graph.
+#[derive(Clone)]
+pub struct ActorSource {
+    /// Owner of the memories and the outbox.
+    pub episodic: EpisodicHandle,
+    /// Owner of the edges.
+    pub graph: GraphHandle,
+}
+
+#[async_trait]
+impl ProjectionSource for ActorSource {
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        self.episodic.outbox_bounds().await
+    }
+    async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        self.episodic.outbox_after(after, limit).await
+    }
+    async fn outbox_committed_head(&self) -> MemoryResult<u64> {
+        self.episodic.outbox_committed_head().await
+    }
+    async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+        self.episodic.agents().await
+    }
+    async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
+        self.episodic.agent_memories(agent).await
+    }
+    async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
+        self.graph.agent_edges(agent).await
+    }
+}
+
 /// Start-up arguments (kept by the supervisor and reused on restart).
 #[derive(Clone)]
 pub struct ProjectorArgs {
-    /// The system of record holding the outbox.
-    pub store: Arc<dyn MemoryStore>,
-    /// The SQL graph, read to rebuild graph projections.
-    pub graph: Arc<dyn GraphStore>,
+    /// The outbox, memories and edges, read through their actors.
+    pub source: ActorSource,
+    /// Whether the system of record keeps an outbox at all (the in-memory store does not).
+    pub keeps_outbox: bool,
     /// The projections to keep in sync (empty: only trim the outbox).
     pub projections: Vec<Arc<dyn Projection>>,
     /// Time source for lag.
@@ -208,6 +288,7 @@ pub struct ProjectionStatus {
 }
 
 /// The projector actor.
+#[derive(Clone)]
 pub struct ProjectorActor;
 
 /// The upsert of a memory as a projection sees it.
@@ -226,20 +307,19 @@ pub fn memory_change(memory: &Memory) -> ProjectedChange {
 /// the outbox head read before the copy (entries after it are applied next, twice at
 /// worst, which is harmless: changes are idempotent). Returns that head.
 pub async fn rebuild(
-    store: &dyn MemoryStore,
-    graph: &dyn GraphStore,
+    source: &dyn ProjectionSource,
     projection: &dyn Projection,
     batch: usize,
 ) -> MemoryResult<u64> {
-    let head = store.outbox_committed_head().await?;
+    let head = source.outbox_committed_head().await?;
     projection.reset().await?;
-    for agent in store.agents().await? {
-        let memories = store.agent_memories(&agent).await?;
+    for agent in source.agents().await? {
+        let memories = source.agent_memories(&agent).await?;
         for chunk in memories.chunks(batch.max(1)) {
             let changes: Vec<ProjectedChange> = chunk.iter().map(memory_change).collect();
             projection.apply(&changes, None).await?;
         }
-        let edges = graph.agent_edges(&agent).await?;
+        let edges = source.agent_edges(&agent).await?;
         for chunk in edges.chunks(batch.max(1)) {
             let changes: Vec<ProjectedChange> = chunk
                 .iter()
@@ -261,14 +341,13 @@ pub async fn rebuild(
 /// One step for one projection: catch up as far as `max_batches` batches go. Returns
 /// the sequence number applied through (tests call this directly).
 pub async fn catch_up(
-    store: &dyn MemoryStore,
-    graph: &dyn GraphStore,
+    source: &dyn ProjectionSource,
     projection: &dyn Projection,
     known: Option<u64>,
     batch: usize,
     max_batches: usize,
 ) -> MemoryResult<(u64, bool)> {
-    let bounds = store.outbox_bounds().await?;
+    let bounds = source.outbox_bounds().await?;
     let mut rebuilt = false;
     let mut applied = match known {
         Some(applied) => applied,
@@ -284,12 +363,12 @@ pub async fn catch_up(
             }
             Some(_) | None => {
                 rebuilt = true;
-                rebuild(store, graph, projection, batch).await?
+                rebuild(source, projection, batch).await?
             }
         },
     };
     for _ in 0..max_batches {
-        let entries = store.outbox_after(applied, batch).await?;
+        let entries = source.outbox_after(applied, batch).await?;
         let Some(last) = entries.last().map(|e| e.seq) else {
             break;
         };
@@ -316,10 +395,10 @@ impl Shared {
     }
 
     async fn tick(&self) {
-        let store = self.args.store.clone();
-        if !store.keeps_outbox() {
+        if !self.args.keeps_outbox {
             return;
         }
+        let source = &self.args.source;
         let Ok(_working) = self.work.try_lock() else {
             return;
         };
@@ -330,8 +409,7 @@ impl Shared {
                 continue;
             }
             match catch_up(
-                store.as_ref(),
-                self.args.graph.as_ref(),
+                source,
                 projection.as_ref(),
                 track.applied,
                 self.args.batch,
@@ -376,7 +454,7 @@ impl Shared {
         }
         // Trim what every projection has applied (everything when there is none); an
         // empty outbox is not touched, so an idle store sees no writes.
-        let Ok(bounds) = store.outbox_bounds().await else {
+        let Ok(bounds) = source.outbox_bounds().await else {
             return;
         };
         let Some(oldest) = bounds.oldest else {
@@ -395,15 +473,15 @@ impl Shared {
                 .and_then(|applied| applied.into_iter().min())
         };
         if let Some(through) = through.filter(|t| *t >= oldest) {
-            if let Err(error) = store.trim_outbox(through).await {
+            if let Err(error) = source.episodic.trim_outbox(through).await {
                 tracing::debug!(%error, "outbox trim deferred");
             }
         }
     }
 
     async fn status(&self) -> MemoryResult<Vec<ProjectionStatus>> {
-        let store = &self.args.store;
-        let head = store.outbox_bounds().await?.head;
+        let source = &self.args.source;
+        let head = source.outbox_bounds().await?.head;
         let now: DateTime<Utc> = self.args.clock.now();
         let mut out = Vec::new();
         let tracks = self
@@ -414,7 +492,7 @@ impl Shared {
         for (index, (projection, track)) in self.args.projections.iter().zip(&tracks).enumerate() {
             let (reads_served, reads_fallback) = self.args.watermarks.reads(index);
             let from = track.applied.unwrap_or(0);
-            let oldest_pending = store.outbox_after(from, 1).await?;
+            let oldest_pending = source.outbox_after(from, 1).await?;
             let lag_seconds = oldest_pending
                 .first()
                 .map(|e| ((now - e.created_at).num_milliseconds().max(0) as f64) / 1000.0)
@@ -463,13 +541,7 @@ impl Shared {
             }
             // Emptied and refilled: not readable until done.
             self.args.watermarks.set(index, None);
-            let head = rebuild(
-                self.args.store.as_ref(),
-                self.args.graph.as_ref(),
-                projection.as_ref(),
-                self.args.batch,
-            )
-            .await?;
+            let head = rebuild(&self.args.source, projection.as_ref(), self.args.batch).await?;
             let mut track = self.track(index);
             track.applied = Some(head);
             track.rebuilds += 1;

@@ -1,21 +1,23 @@
 //! The vector actor: owns the embedder and the in-process vector index (semantic,
 //! procedural and experience collections, partitioned by agent). The index is a
 //! projection of the embeddings stored in the system of record and is rebuilt from
-//! it whenever the actor starts, so nothing is re-embedded after a restart.
+//! it (read through the episodic actor) whenever the actor starts, so nothing is
+//! re-embedded after a restart. Everybody else uses [`VectorsHandle`].
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::injected_fault;
+use super::episodic::EpisodicHandle;
+use super::{injected_fault, Caller, Reply};
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::MemoryId;
-use crate::store::{EmbeddingRecord, MemoryStore, VectorIndex, VectorQuery};
+use crate::store::{EmbeddingRecord, VectorIndex, VectorQuery};
+use crate::supervisor::InjectedFault;
 
-/// Handle to the vector actor.
+/// Ref of the vector actor.
 pub type VectorsRef = ActorRef<VectorsMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// Messages of the vector actor.
 pub enum VectorsMsg {
@@ -34,9 +36,8 @@ pub enum VectorsMsg {
         ids: Vec<MemoryId>,
         reply: Reply<()>,
     },
-    /// Embed `text` into `query.vector` (when `text` is given) and search.
+    /// Nearest neighbours of `query.vector`.
     Search {
-        text: Option<String>,
         query: VectorQuery,
         reply: Reply<Vec<(MemoryId, f32)>>,
     },
@@ -59,6 +60,12 @@ pub enum VectorsMsg {
     InjectFault,
 }
 
+impl From<InjectedFault> for VectorsMsg {
+    fn from(_: InjectedFault) -> Self {
+        VectorsMsg::InjectFault
+    }
+}
+
 /// A snapshot of the index for `/health`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexStatus {
@@ -79,8 +86,8 @@ pub struct VectorsArgs {
     pub embedder: Arc<dyn Embedder>,
     /// The index (survives actor restarts; rebuilt on start).
     pub index: Arc<dyn VectorIndex>,
-    /// Where embeddings are stored durably.
-    pub store: Arc<dyn MemoryStore>,
+    /// The system of record, where embeddings are stored durably.
+    pub episodic: EpisodicHandle,
 }
 
 /// The actor's state.
@@ -89,11 +96,12 @@ pub struct VectorsState {
     embedder: Arc<dyn Embedder>,
     /// The index.
     index: Arc<dyn VectorIndex>,
-    /// Where embeddings are stored durably.
-    store: Arc<dyn MemoryStore>,
+    /// The system of record, read by rebuilds.
+    episodic: EpisodicHandle,
 }
 
 /// The vector actor.
+#[derive(Clone)]
 pub struct VectorsActor;
 
 /// Embed on blocking threads; a large batch of a cheap embedder is split across cores.
@@ -157,7 +165,7 @@ async fn search_on_blocking_threads(
 
 /// Rebuild `index` from every active embedding in `store`; returns the number indexed.
 pub async fn rebuild_index(
-    store: &dyn MemoryStore,
+    episodic: &EpisodicHandle,
     index: &dyn VectorIndex,
     dimension: usize,
 ) -> MemoryResult<usize> {
@@ -165,7 +173,7 @@ pub async fn rebuild_index(
     let mut after: Option<MemoryId> = None;
     let mut total = 0;
     loop {
-        let page = store.embeddings_page(after.as_ref(), 4096).await?;
+        let page = episodic.embeddings_page(after.as_ref(), 4096).await?;
         let Some(last) = page.last() else { break };
         after = Some(last.id.clone());
         if let Some(bad) = page.iter().find(|r| r.vector.len() != dimension) {
@@ -190,12 +198,12 @@ impl Actor for VectorsActor {
         _myself: VectorsRef,
         args: VectorsArgs,
     ) -> Result<VectorsState, ActorProcessingErr> {
-        args.store
+        args.episodic
             .check_embedding_model(args.embedder.model_id(), args.embedder.dimension())
             .await?;
         let started = std::time::Instant::now();
         let count = rebuild_index(
-            args.store.as_ref(),
+            &args.episodic,
             args.index.as_ref(),
             args.embedder.dimension(),
         )
@@ -208,7 +216,7 @@ impl Actor for VectorsActor {
         Ok(VectorsState {
             embedder: args.embedder,
             index: args.index,
-            store: args.store,
+            episodic: args.episodic,
         })
     }
 
@@ -226,26 +234,14 @@ impl Actor for VectorsActor {
                     let _ = reply.send(embed_on_blocking_threads(embedder, texts).await);
                 });
             }
-            VectorsMsg::Search {
-                text,
-                mut query,
-                reply,
-            } => {
-                let embedder = state.embedder.clone();
+            VectorsMsg::Search { query, reply } => {
                 let index = state.index.clone();
                 tokio::spawn(async move {
-                    let result = tokio::task::spawn_blocking(move || {
-                        if let Some(text) = text {
-                            query.vector = embedder.embed(&text)?;
-                        }
-                        Ok(index.search(&query))
-                    })
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(MemoryError::internal(format!(
-                            "vector search task failed: {e}"
-                        )))
-                    });
+                    let result = tokio::task::spawn_blocking(move || index.search(&query))
+                        .await
+                        .map_err(|e| {
+                            MemoryError::internal(format!("vector search task failed: {e}"))
+                        });
                     let _ = reply.send(result);
                 });
             }
@@ -268,7 +264,7 @@ impl Actor for VectorsActor {
             }
             VectorsMsg::Rebuild { reply } => {
                 let result = rebuild_index(
-                    state.store.as_ref(),
+                    &state.episodic,
                     state.index.as_ref(),
                     state.embedder.dimension(),
                 )
@@ -286,5 +282,110 @@ impl Actor for VectorsActor {
             VectorsMsg::InjectFault => return Err(injected_fault("vectors")),
         }
         Ok(())
+    }
+}
+
+/// The typed handle of the vector actor (retries while it restarts).
+#[derive(Clone)]
+pub struct VectorsHandle(pub(crate) Caller<VectorsMsg>);
+
+impl VectorsHandle {
+    /// Embed texts (on blocking threads), in order.
+    pub async fn embed(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.0
+            .ask(|reply| VectorsMsg::Embed {
+                texts: texts.to_vec(),
+                reply,
+            })
+            .await
+    }
+    /// Embed one text.
+    pub async fn embed_one(&self, text: &str) -> MemoryResult<Vec<f32>> {
+        self.embed(&[text.to_string()])
+            .await?
+            .pop()
+            .ok_or_else(|| MemoryError::internal("the embedder returned no vector"))
+    }
+    /// Add or replace index entries.
+    pub async fn upsert(&self, entries: &[EmbeddingRecord]) -> MemoryResult<()> {
+        self.0
+            .ask(|reply| VectorsMsg::Upsert {
+                entries: entries.to_vec(),
+                reply,
+            })
+            .await
+    }
+    /// Remove index entries.
+    pub async fn remove(&self, ids: &[MemoryId]) -> MemoryResult<()> {
+        self.0
+            .ask(|reply| VectorsMsg::Remove {
+                ids: ids.to_vec(),
+                reply,
+            })
+            .await
+    }
+    /// Best effort: keep the index in step with a committed change; a miss is repaired
+    /// when the actor restarts, since the index is rebuilt from the system of record.
+    pub async fn project(&self, upsert: &[EmbeddingRecord], remove: &[MemoryId]) {
+        if !remove.is_empty() {
+            if let Err(error) = self.remove(remove).await {
+                tracing::warn!(%error, "vector index removal deferred to the next rebuild");
+            }
+        }
+        if !upsert.is_empty() {
+            if let Err(error) = self.upsert(upsert).await {
+                tracing::warn!(%error, "vector index update deferred to the next rebuild");
+            }
+        }
+    }
+    /// Nearest neighbours of `query.vector` in the embedded index.
+    pub async fn search(&self, query: &VectorQuery) -> MemoryResult<Vec<(MemoryId, f32)>> {
+        self.0
+            .ask(|reply| VectorsMsg::Search {
+                query: query.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Several searches with given vectors, in one blocking task.
+    pub async fn search_many(
+        &self,
+        queries: &[VectorQuery],
+    ) -> MemoryResult<Vec<Vec<(MemoryId, f32)>>> {
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0
+            .ask(|reply| VectorsMsg::SearchMany {
+                queries: queries.to_vec(),
+                reply,
+            })
+            .await
+    }
+    /// Exact similarity of `vector` to each of `ids` that is indexed.
+    pub async fn similarity(
+        &self,
+        vector: &[f32],
+        ids: &[MemoryId],
+    ) -> MemoryResult<Vec<(MemoryId, f32)>> {
+        self.0
+            .ask(|reply| VectorsMsg::Similarity {
+                vector: vector.to_vec(),
+                ids: ids.to_vec(),
+                reply,
+            })
+            .await
+    }
+    /// Rebuild the index from the system of record; answers the vectors indexed.
+    pub async fn rebuild(&self) -> MemoryResult<usize> {
+        self.0.ask(|reply| VectorsMsg::Rebuild { reply }).await
+    }
+    /// What the index holds (None when the actor is down or slow).
+    pub async fn status(&self) -> Option<IndexStatus> {
+        self.0
+            .try_ask(std::time::Duration::from_secs(2), |reply| {
+                VectorsMsg::Status { reply }
+            })
+            .await
     }
 }

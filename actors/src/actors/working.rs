@@ -4,27 +4,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::injected_fault;
+use super::{injected_fault, Caller, Reply};
 use crate::clock::Clock;
 use crate::error::MemoryResult;
 use crate::model::{AgentId, SessionId};
 use crate::store::{WorkingItem, WorkingStore};
+use crate::supervisor::InjectedFault;
 
-/// Handle to the working-memory actor.
+/// Ref of the working-memory actor.
 pub type WorkingRef = ActorRef<WorkingMsg>;
-type Reply<T> = RpcReplyPort<MemoryResult<T>>;
 
 /// Messages of the working-memory actor.
 pub enum WorkingMsg {
-    /// Append an item to a session window.
-    Push {
-        agent: AgentId,
-        session: SessionId,
-        item: WorkingItem,
-        reply: Reply<()>,
-    },
     /// Append items to several session windows of one agent, in order.
     PushMany {
         agent: AgentId,
@@ -45,8 +38,76 @@ pub enum WorkingMsg {
     },
     /// Drop expired sessions (sent by a timer).
     Sweep,
+    /// Drop expired sessions now and answer how many (archival).
+    SweepNow { reply: Reply<usize> },
+    /// Why the store serves from its fallback, if it does (health).
+    Degraded { reply: Reply<Option<String>> },
     /// Test hook: fail the actor as if its state were broken.
     InjectFault,
+}
+
+impl From<InjectedFault> for WorkingMsg {
+    fn from(_: InjectedFault) -> Self {
+        WorkingMsg::InjectFault
+    }
+}
+
+/// The typed handle of the working-memory actor (retries while it restarts).
+#[derive(Clone)]
+pub struct WorkingHandle(pub(crate) Caller<WorkingMsg>);
+
+impl WorkingHandle {
+    /// Append items to several session windows of `agent`, in order.
+    pub async fn push_many(
+        &self,
+        agent: &AgentId,
+        items: &[(SessionId, WorkingItem)],
+    ) -> MemoryResult<()> {
+        self.0
+            .ask(|reply| WorkingMsg::PushMany {
+                agent: agent.clone(),
+                items: items.to_vec(),
+                reply,
+            })
+            .await
+    }
+    /// A session's window.
+    pub async fn window(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<WorkingItem>> {
+        self.0
+            .ask(|reply| WorkingMsg::Window {
+                agent: agent.clone(),
+                session: session.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Clear a session's window; answers how many items it held.
+    pub async fn clear(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<usize> {
+        self.0
+            .ask(|reply| WorkingMsg::Clear {
+                agent: agent.clone(),
+                session: session.clone(),
+                reply,
+            })
+            .await
+    }
+    /// Drop expired windows now; answers how many.
+    pub async fn sweep(&self) -> MemoryResult<usize> {
+        self.0.ask(|reply| WorkingMsg::SweepNow { reply }).await
+    }
+    /// Why working memory serves from its fallback (None: it does not, or the actor is down).
+    pub async fn degraded(&self) -> Option<String> {
+        self.0
+            .try_ask(std::time::Duration::from_secs(2), |reply| {
+                WorkingMsg::Degraded { reply }
+            })
+            .await
+            .flatten()
+    }
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -71,6 +132,7 @@ pub struct WorkingState {
 }
 
 /// The working-memory actor.
+#[derive(Clone)]
 pub struct WorkingActor;
 
 impl Actor for WorkingActor {
@@ -111,14 +173,6 @@ impl Actor for WorkingActor {
     ) -> Result<(), ActorProcessingErr> {
         let now = state.clock.now();
         match message {
-            WorkingMsg::Push {
-                agent,
-                session,
-                item,
-                reply,
-            } => {
-                let _ = reply.send(state.store.push(&agent, &session, item, now).await);
-            }
             WorkingMsg::PushMany {
                 agent,
                 items,
@@ -145,6 +199,12 @@ impl Actor for WorkingActor {
                 Ok(dropped) => tracing::debug!(dropped, "expired working-memory sessions dropped"),
                 Err(error) => tracing::warn!(%error, "working-memory sweep failed"),
             },
+            WorkingMsg::SweepNow { reply } => {
+                let _ = reply.send(state.store.sweep(now).await);
+            }
+            WorkingMsg::Degraded { reply } => {
+                let _ = reply.send(Ok(state.store.degraded()));
+            }
             WorkingMsg::InjectFault => return Err(injected_fault("working")),
         }
         Ok(())

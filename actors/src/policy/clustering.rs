@@ -153,6 +153,28 @@ pub fn cluster(
     clusters
 }
 
+/// The clusters of `items` ([`cluster`]) cut by group (`group_of[i]` is item i's
+/// group, e.g. its project): a cluster never mixes groups, so what is abstracted from
+/// it lands in its members' group. Parts smaller than `min_size` are dropped.
+pub fn cluster_within_groups<G: Ord>(
+    items: &[ClusterItem<'_>],
+    edges: &HashSet<(usize, usize)>,
+    params: &ClusterParams,
+    group_of: &[G],
+) -> Vec<Vec<usize>> {
+    cluster(items, edges, params)
+        .into_iter()
+        .flat_map(|members| {
+            let mut by_group: BTreeMap<&G, Vec<usize>> = BTreeMap::new();
+            for i in members {
+                by_group.entry(&group_of[i]).or_default().push(i);
+            }
+            by_group.into_values()
+        })
+        .filter(|members| members.len() >= params.min_size)
+        .collect()
+}
+
 /// Mean of the members' embeddings, L2-normalised (the cluster's centroid).
 pub fn centroid(embeddings: &[&[f32]]) -> Vec<f32> {
     let dimension = embeddings.first().map_or(0, |e| e.len());
@@ -196,6 +218,29 @@ mod tests {
             .collect();
         let clusters = cluster(&items, &HashSet::new(), &ClusterParams::default());
         assert_eq!(clusters, vec![vec![0, 1, 2]]);
+    }
+
+    #[test]
+    fn a_cluster_is_cut_by_group_and_small_parts_dropped() {
+        let now = Utc::now();
+        let vectors: Vec<Vec<f32>> = (0..5).map(|i| unit(&[1.0, 0.01 * i as f32, 0.0])).collect();
+        let tags: Vec<String> = Vec::new();
+        let items: Vec<ClusterItem> = vectors
+            .iter()
+            .map(|e| ClusterItem {
+                embedding: e,
+                tags: &tags,
+                occurred_at: now,
+            })
+            .collect();
+        let groups = [Some("a"), Some("a"), Some("a"), None, None];
+        let params = ClusterParams::default();
+        assert_eq!(cluster(&items, &HashSet::new(), &params).len(), 1);
+        assert_eq!(
+            cluster_within_groups(&items, &HashSet::new(), &params, &groups),
+            vec![vec![0, 1, 2]],
+            "the two ungrouped items are fewer than min_size"
+        );
     }
 
     #[test]

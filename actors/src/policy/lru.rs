@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 
+use crate::kv::{KvEntry, KvPut, KvPutOutcome, NamespaceName, NamespaceStats};
 use crate::model::AgentId;
-use crate::namespaces::{KvEntry, KvPut, KvPutOutcome, NamespaceName, NamespaceStats};
 
 /// How many entries must go so that `len` entries fit in `max_entries`.
 pub fn excess(len: usize, max_entries: usize) -> usize {

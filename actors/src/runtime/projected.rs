@@ -12,9 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Runtime;
-use crate::actors::episodic::EpisodicMsg;
-use crate::actors::graph::GraphMsg;
-use crate::actors::vectors::VectorsMsg;
 use crate::error::MemoryResult;
 use crate::model::{AgentId, MemoryId};
 use crate::policy::activation::{spread, Activation};
@@ -70,12 +67,11 @@ impl Runtime {
             return Readiness::Unready(index, name, "down or catching up".into());
         };
         // One indexed read: is anything committed that the projection has not applied?
-        match self.inner.store.outbox_after(applied, 1).await {
+        let episodic = &self.actors().episodic;
+        match episodic.outbox_after(applied, 1).await {
             Ok(pending) if pending.is_empty() => Readiness::Ready(index, projection.clone()),
             Ok(pending) => {
-                let head = self
-                    .inner
-                    .store
+                let head = episodic
                     .outbox_bounds()
                     .await
                     .map(|b| b.head)
@@ -137,14 +133,8 @@ impl Runtime {
             Ok((hits, name)) => return (Ok(hits), ReadSource::new("vector", name, None)),
             Err(reason) => reason,
         };
-        let hits = self
-            .vectors(|reply| VectorsMsg::Search {
-                text: None,
-                query: query.clone(),
-                reply,
-            })
-            .await;
-        let source = ReadSource::new("vector", self.inner.index_backend, reason);
+        let hits = self.actors().vectors.search(query).await;
+        let source = ReadSource::new("vector", self.inner.backends.index, reason);
         (hits, source)
     }
 
@@ -160,7 +150,7 @@ impl Runtime {
             Err(error) => {
                 return (
                     Err(error),
-                    ReadSource::new("vector", self.inner.index_backend, None),
+                    ReadSource::new("vector", self.inner.backends.index, None),
                 )
             }
         };
@@ -182,13 +172,7 @@ impl Runtime {
         if ids.is_empty() || vector.is_empty() {
             return Ok(HashMap::new());
         }
-        let scored = self
-            .vectors(|reply| VectorsMsg::Similarity {
-                vector: vector.to_vec(),
-                ids: ids.to_vec(),
-                reply,
-            })
-            .await?;
+        let scored = self.actors().vectors.similarity(vector, ids).await?;
         Ok(scored
             .into_iter()
             .map(|(id, score)| (id, f64::from(score)))
@@ -213,18 +197,14 @@ impl Runtime {
             Err(reason) => reason,
         };
         let edges = self
-            .graph(|reply| GraphMsg::Around {
-                agent: agent.clone(),
-                seeds: seeds.to_vec(),
-                depth: 1,
-                max_edges: limit,
-                reply,
-            })
+            .actors()
+            .graph
+            .around(agent, seeds, 1, limit)
             .await
             .map(|edges| edges.iter().map(Link::from).collect());
         (
             edges,
-            ReadSource::new("graph", self.inner.backends.1, reason),
+            ReadSource::new("graph", self.inner.backends.graph, reason),
         )
     }
 
@@ -248,33 +228,40 @@ impl Runtime {
             Err(reason) => reason,
         };
         let activations = self
-            .graph(|reply| GraphMsg::Around {
-                agent: agent.clone(),
-                seeds: vec![seed.clone()],
-                depth,
-                max_edges: 10_000,
-                reply,
-            })
+            .actors()
+            .graph
+            .around(agent, std::slice::from_ref(seed), depth, 10_000)
             .await
             .map(|edges| spread(seed, &edges, depth, decay, limit));
         (
             activations,
-            ReadSource::new("graph", self.inner.backends.1, reason),
+            ReadSource::new("graph", self.inner.backends.graph, reason),
         )
     }
 
-    /// Session neighbours of `seeds` as (seed, neighbour) pairs (from SQL; no projection
-    /// holds sessions' order).
-    pub(super) async fn session_neighbours(
-        &self,
-        seeds: &[MemoryId],
-        radius: usize,
-    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
-        self.episodic(|reply| EpisodicMsg::SessionNeighbours {
-            ids: seeds.to_vec(),
-            radius,
-            reply,
-        })
-        .await
+    /// The vector of a question, from the recent questions when it was asked lately.
+    pub(super) async fn embed_question(&self, text: &str) -> MemoryResult<Vec<f32>> {
+        let cached = self
+            .inner
+            .question_vectors
+            .lock()
+            .ok()
+            .and_then(|mut cache| cache.get(text));
+        if let Some(vector) = cached {
+            return Ok(vector.as_ref().clone());
+        }
+        let vector = self
+            .actors()
+            .vectors
+            .embed(&[text.to_string()])
+            .await?
+            .pop()
+            .unwrap_or_default();
+        if !vector.is_empty() {
+            if let Ok(mut cache) = self.inner.question_vectors.lock() {
+                cache.put(text, Arc::new(vector.clone()));
+            }
+        }
+        Ok(vector)
     }
 }

@@ -5,9 +5,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{embedding_record, Runtime};
+use super::remember::{embedding_record, embedding_text};
+use super::Runtime;
 use crate::actors::consolidator::ARCHIVE_SUMMARY_TAG;
-use crate::actors::episodic::EpisodicMsg;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::{
     AgentId, Memory, MemoryId, MemoryStatus, MemoryType, MessageRole, SessionId, SessionMessage,
@@ -158,15 +158,16 @@ impl Runtime {
         for input in inputs {
             let tokens = message_tokens(&input.content);
             let message = self
-                .episodic(|reply| EpisodicMsg::AppendMessage {
-                    agent: agent.clone(),
-                    session: session.clone(),
-                    role: input.role,
-                    content: input.content.clone(),
+                .actors()
+                .episodic
+                .append_message(
+                    agent,
+                    session,
+                    input.role,
+                    &input.content,
                     tokens,
-                    at: input.at.unwrap_or(now),
-                    reply,
-                })
+                    input.at.unwrap_or(now),
+                )
                 .await?;
             stored.push(message);
         }
@@ -288,13 +289,9 @@ impl Runtime {
         );
         // The archive belongs to the session's project: an isolated project's conversation stays in it.
         let project_id = self
-            .namespaces(
-                |reply| crate::actors::namespaces::NamespacesMsg::SessionProject {
-                    agent: agent.clone(),
-                    session: session.clone(),
-                    reply,
-                },
-            )
+            .actors()
+            .namespaces
+            .session_project(agent, session)
             .await?;
         let archive = Memory {
             id: MemoryId::generate(),
@@ -338,24 +335,20 @@ impl Runtime {
             version: 1,
         };
         let embedding = self
-            .embed(vec![super::embedding_text(&archive)])
-            .await?
-            .pop()
-            .ok_or_else(|| MemoryError::internal("the embedder returned no vector"))?;
+            .actors()
+            .vectors
+            .embed_one(&embedding_text(&archive))
+            .await?;
         let committed = self
-            .episodic(|reply| EpisodicMsg::CommitCompaction {
-                compaction: Box::new(SessionCompaction {
-                    archive: StoredMemory {
-                        memory: archive.clone(),
-                        embedding: embedding.clone(),
-                    },
-                    agent_id: agent.clone(),
-                    session_id: session.clone(),
-                    through: last.seq,
-                    summary: summary.clone(),
-                    at: last.at,
-                }),
-                reply,
+            .actors()
+            .episodic
+            .commit_compaction(&SessionCompaction {
+                archive: StoredMemory::new(archive.clone(), embedding.clone()),
+                agent_id: agent.clone(),
+                session_id: session.clone(),
+                through: last.seq,
+                summary: summary.clone(),
+                at: last.at,
             })
             .await?;
         report.fallback = thought.fallback;
@@ -363,7 +356,9 @@ impl Runtime {
             report.reason = Some("another compaction already covered these messages".into());
             return Ok(report);
         }
-        self.project_vectors(vec![embedding_record(&archive, embedding)], Vec::new())
+        self.actors()
+            .vectors
+            .project(&[embedding_record(&archive, embedding)], &[])
             .await;
         let after = self.session_log(agent, session).await?;
         tracing::info!(
@@ -385,12 +380,7 @@ impl Runtime {
         agent: &AgentId,
         session: &SessionId,
     ) -> MemoryResult<Option<(SessionRecord, Vec<SessionMessage>)>> {
-        self.episodic(|reply| EpisodicMsg::SessionLog {
-            agent: agent.clone(),
-            session: session.clone(),
-            reply,
-        })
-        .await
+        self.actors().episodic.session_log(agent, session).await
     }
 
     fn view_of(&self, record: &SessionRecord, pending: &[SessionMessage]) -> SessionView {

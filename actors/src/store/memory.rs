@@ -30,6 +30,8 @@ struct Row {
     memory: Memory,
     /// Current embedding.
     embedding: Vec<f32>,
+    /// Normalised hash of the current content (the deduplication key).
+    content_hash: String,
     /// Past states, oldest first.
     versions: Vec<MemoryVersion>,
 }
@@ -128,6 +130,7 @@ impl MemoryStore for InMemoryMemoryStore {
             rows.entry(record.memory.id.clone()).or_insert_with(|| Row {
                 memory: record.memory.clone(),
                 embedding: record.embedding.clone(),
+                content_hash: record.content_hash.clone(),
                 versions: Vec::new(),
             });
         }
@@ -145,13 +148,14 @@ impl MemoryStore for InMemoryMemoryStore {
             .filter(|r| r.memory.status == MemoryStatus::Active)
             .filter_map(|r| {
                 let (_, hashes) = wanted.iter().find(|(a, _)| *a == r.memory.agent_id)?;
-                let hash = crate::policy::consistency::normalized_hash(&r.memory.content);
-                hashes.contains(&hash).then(|| super::StoredContent {
-                    agent_id: r.memory.agent_id.clone(),
-                    content_hash: hash,
-                    project_id: r.memory.project_id.clone(),
-                    id: r.memory.id.clone(),
-                })
+                hashes
+                    .contains(&r.content_hash)
+                    .then(|| super::StoredContent {
+                        agent_id: r.memory.agent_id.clone(),
+                        content_hash: r.content_hash.clone(),
+                        project_id: r.memory.project_id.clone(),
+                        id: r.memory.id.clone(),
+                    })
             })
             .collect();
         let (fresh, duplicates) = super::split_stored_content(records, &stored);
@@ -159,6 +163,7 @@ impl MemoryStore for InMemoryMemoryStore {
             rows.entry(record.memory.id.clone()).or_insert_with(|| Row {
                 memory: record.memory.clone(),
                 embedding: record.embedding.clone(),
+                content_hash: record.content_hash.clone(),
                 versions: Vec::new(),
             });
         }
@@ -183,10 +188,8 @@ impl MemoryStore for InMemoryMemoryStore {
         Ok(rows
             .values()
             .filter(|r| r.memory.agent_id == *agent && r.memory.status == MemoryStatus::Active)
-            .filter_map(|r| {
-                let hash = crate::policy::consistency::normalized_hash(&r.memory.content);
-                hashes.contains(&hash).then(|| (hash, r.memory.clone()))
-            })
+            .filter(|r| hashes.contains(&r.content_hash))
+            .map(|r| (r.content_hash.clone(), r.memory.clone()))
             .collect())
     }
 
@@ -274,6 +277,9 @@ impl MemoryStore for InMemoryMemoryStore {
             )));
         }
         row.versions.push(previous.clone());
+        if next.content != row.memory.content {
+            row.content_hash = crate::policy::consistency::normalized_hash(&next.content);
+        }
         row.memory = next.clone();
         if let Some(embedding) = embedding {
             row.embedding = embedding.to_vec();
@@ -426,6 +432,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .or_insert_with(|| Row {
                 memory: commit.derived.memory.clone(),
                 embedding: commit.derived.embedding.clone(),
+                content_hash: commit.derived.content_hash.clone(),
                 versions: Vec::new(),
             });
         // Edges live in the graph store here; the consolidator projects them there.
@@ -541,6 +548,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .or_insert_with(|| Row {
                 memory: archive.summary.memory.clone(),
                 embedding: archive.summary.embedding.clone(),
+                content_hash: archive.summary.content_hash.clone(),
                 versions: Vec::new(),
             });
         Ok(true)
@@ -640,6 +648,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .or_insert_with(|| Row {
                 memory: compaction.archive.memory.clone(),
                 embedding: compaction.archive.embedding.clone(),
+                content_hash: compaction.archive.content_hash.clone(),
                 versions: Vec::new(),
             });
         Ok(true)
@@ -1268,16 +1277,13 @@ mod tests {
     async fn insert_new_content_skips_the_agents_active_copy_in_the_same_project() {
         let store = InMemoryMemoryStore::new();
         let now = Utc::now();
-        let stored = |memory: &Memory| StoredMemory {
-            memory: memory.clone(),
-            embedding: vec![1.0],
-        };
+        let stored = |memory: &Memory| StoredMemory::new(memory.clone(), vec![1.0]);
         let held = memory_fixture("alice", "Deploy with ./deploy.sh", now);
         store.insert(&[stored(&held)]).await.unwrap();
         let same = memory_fixture("alice", "deploy with ./deploy.sh.", now);
         let other_agent = memory_fixture("bob", "Deploy with ./deploy.sh", now);
         let mut in_project = memory_fixture("alice", "Deploy with ./deploy.sh", now);
-        in_project.project_id = Some(crate::namespaces::ProjectId::parse("apollo").unwrap());
+        in_project.project_id = Some(crate::projects::ProjectId::parse("apollo").unwrap());
         let skipped = store
             .insert_new_content(&[
                 stored(&same),
@@ -1298,18 +1304,12 @@ mod tests {
         let now = Utc::now();
         let memory = memory_fixture("alice", "I live in Paris", now);
         store
-            .insert(&[StoredMemory {
-                memory: memory.clone(),
-                embedding: vec![1.0],
-            }])
+            .insert(&[StoredMemory::new(memory.clone(), vec![1.0])])
             .await
             .unwrap();
         // Inserting the same id again is a no-op.
         store
-            .insert(&[StoredMemory {
-                memory: memory.clone(),
-                embedding: vec![0.0],
-            }])
+            .insert(&[StoredMemory::new(memory.clone(), vec![0.0])])
             .await
             .unwrap();
         let previous = crate::model::version_of(&memory, "update", now);

@@ -6,8 +6,9 @@
 //! implementation in [`memory`] used by unit tests and by library users who want no
 //! files at all; the service (`src/`) adds SQLite and an HNSW index.
 
+pub mod kv;
 pub mod memory;
-pub mod namespaces;
+pub mod projects;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,6 +26,25 @@ pub struct StoredMemory {
     pub memory: Memory,
     /// Its L2-normalised embedding.
     pub embedding: Vec<f32>,
+    /// [`crate::policy::consistency::normalized_hash`] of its content, computed once by
+    /// whoever builds the record and stored as the deduplication key.
+    pub content_hash: String,
+}
+
+impl StoredMemory {
+    /// A record for `memory`, hashing its content.
+    pub fn new(memory: Memory, embedding: Vec<f32>) -> Self {
+        let content_hash = crate::policy::consistency::normalized_hash(&memory.content);
+        Self::with_hash(memory, embedding, content_hash)
+    }
+    /// A record whose content hash the caller already computed.
+    pub fn with_hash(memory: Memory, embedding: Vec<f32>, content_hash: String) -> Self {
+        Self {
+            memory,
+            embedding,
+            content_hash,
+        }
+    }
 }
 
 /// An active memory's content key, as [`MemoryStore::insert_new_content`] compares it.
@@ -35,7 +55,7 @@ pub struct StoredContent {
     /// [`crate::policy::consistency::normalized_hash`] of its content.
     pub content_hash: String,
     /// Its project (a duplicate must be in the same one).
-    pub project_id: Option<crate::namespaces::ProjectId>,
+    pub project_id: Option<crate::projects::ProjectId>,
     /// Its id.
     pub id: MemoryId,
 }
@@ -51,7 +71,7 @@ impl StoredContent {
             content_hash,
             project_id: project
                 .as_deref()
-                .map(crate::namespaces::ProjectId::parse)
+                .map(crate::projects::ProjectId::parse)
                 .transpose()?,
             id: MemoryId(id),
         })
@@ -67,7 +87,7 @@ pub fn active_content_hashes(records: &[StoredMemory]) -> Vec<(AgentId, Vec<Stri
         .iter()
         .filter(|r| r.memory.status == MemoryStatus::Active)
     {
-        let hash = crate::policy::consistency::normalized_hash(&record.memory.content);
+        let hash = record.content_hash.clone();
         if !seen.insert((&record.memory.agent_id, hash.clone())) {
             continue;
         }
@@ -88,11 +108,7 @@ pub fn split_stored_content<'a>(
     records: &'a [StoredMemory],
     stored: &[StoredContent],
 ) -> (Vec<&'a StoredMemory>, Vec<(MemoryId, MemoryId)>) {
-    type Key<'k> = (
-        &'k AgentId,
-        &'k str,
-        Option<&'k crate::namespaces::ProjectId>,
-    );
+    type Key<'k> = (&'k AgentId, &'k str, Option<&'k crate::projects::ProjectId>);
     let mut held: std::collections::HashMap<Key<'_>, Vec<&MemoryId>> = Default::default();
     for s in stored {
         held.entry((&s.agent_id, s.content_hash.as_str(), s.project_id.as_ref()))
@@ -104,9 +120,9 @@ pub fn split_stored_content<'a>(
     for record in records {
         let memory = &record.memory;
         let existing = (memory.status == MemoryStatus::Active && !held.is_empty())
-            .then(|| crate::policy::consistency::normalized_hash(&memory.content))
+            .then_some(record.content_hash.as_str())
             .and_then(|hash| {
-                held.get(&(&memory.agent_id, hash.as_str(), memory.project_id.as_ref()))?
+                held.get(&(&memory.agent_id, hash, memory.project_id.as_ref()))?
                     .iter()
                     .find(|id| ***id != memory.id)
                     .copied()
@@ -137,7 +153,7 @@ pub struct ListQuery {
     /// Only memories that occurred in this range, newest occurrence first (instead of newest id first).
     pub occurred: Option<crate::policy::time::TimeRange>,
     /// Only memories of this project (of the owner).
-    pub project_id: Option<crate::namespaces::ProjectId>,
+    pub project_id: Option<crate::projects::ProjectId>,
 }
 
 /// A keyword (BM25) search within one agent's scope.

@@ -1,4 +1,4 @@
-//! [`NamespaceStore`] on PostgreSQL: projects, their sessions, and KV namespaces, with
+//! [`KvStore`] and [`ProjectStore`] on PostgreSQL: projects, their sessions, and KV namespaces, with
 //! the semantics of the SQLite version.
 //!
 //! Every KV write (put, get — which moves the entry to the front of the use order —,
@@ -10,13 +10,16 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
-use mnemos_actors::model::{AgentId, SessionId};
-use mnemos_actors::namespaces::{
-    no_such_key, no_such_namespace, no_such_project, KvEntry, KvPut, KvPutOutcome, NamespaceName,
-    NamespaceStats, Project, ProjectDetail, ProjectId,
+use mnemos_actors::kv::{
+    no_such_key, no_such_namespace, KvEntry, KvPut, KvPutOutcome, NamespaceName, NamespaceStats,
 };
+use mnemos_actors::model::{AgentId, SessionId};
 use mnemos_actors::policy::lru::{excess, query_terms, rank};
-use mnemos_actors::store::namespaces::{session_in_other_project, NamespaceStore};
+use mnemos_actors::projects::{
+    no_such_project, session_in_other_project, Project, ProjectDetail, ProjectId,
+};
+use mnemos_actors::store::kv::KvStore;
+use mnemos_actors::store::projects::ProjectStore;
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::types::Json;
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -180,7 +183,7 @@ async fn next_use(
 }
 
 #[async_trait]
-impl NamespaceStore for PostgresStore {
+impl KvStore for PostgresStore {
     fn backend_name(&self) -> &'static str {
         "postgres"
     }
@@ -474,6 +477,13 @@ impl NamespaceStore for PostgresStore {
     ) -> MemoryResult<NamespaceStats> {
         let mut conn = self.pool().acquire().await.map_err(backend_error)?;
         stats_of(&mut conn, namespace, now).await
+    }
+}
+
+#[async_trait]
+impl ProjectStore for PostgresStore {
+    fn backend_name(&self) -> &'static str {
+        "postgres"
     }
 
     async fn upsert_project(&self, project: &Project) -> MemoryResult<Project> {

@@ -1,4 +1,4 @@
-//! [`NamespaceStore`] on SQLite: projects, their sessions, and KV namespaces.
+//! [`KvStore`] and [`ProjectStore`] on SQLite: projects, their sessions, and KV namespaces.
 //!
 //! Every KV write (put, get — which moves the entry to the front of the use order —,
 //! delete, configure) is one `BEGIN IMMEDIATE` transaction: the namespace's `clock`
@@ -9,13 +9,16 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
-use mnemos_actors::model::{AgentId, SessionId};
-use mnemos_actors::namespaces::{
-    no_such_key, no_such_namespace, no_such_project, KvEntry, KvPut, KvPutOutcome, NamespaceName,
-    NamespaceStats, Project, ProjectDetail, ProjectId,
+use mnemos_actors::kv::{
+    no_such_key, no_such_namespace, KvEntry, KvPut, KvPutOutcome, NamespaceName, NamespaceStats,
 };
+use mnemos_actors::model::{AgentId, SessionId};
 use mnemos_actors::policy::lru::{excess, query_terms, rank};
-use mnemos_actors::store::namespaces::{session_in_other_project, NamespaceStore};
+use mnemos_actors::projects::{
+    no_such_project, session_in_other_project, Project, ProjectDetail, ProjectId,
+};
+use mnemos_actors::store::kv::KvStore;
+use mnemos_actors::store::projects::ProjectStore;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
@@ -185,7 +188,7 @@ async fn next_use(
 }
 
 #[async_trait]
-impl NamespaceStore for SqliteStore {
+impl KvStore for SqliteStore {
     fn backend_name(&self) -> &'static str {
         "sqlite"
     }
@@ -478,6 +481,13 @@ impl NamespaceStore for SqliteStore {
     ) -> MemoryResult<NamespaceStats> {
         let mut conn = self.pool().acquire().await.map_err(backend_error)?;
         stats_of(&mut conn, namespace, now).await
+    }
+}
+
+#[async_trait]
+impl ProjectStore for SqliteStore {
+    fn backend_name(&self) -> &'static str {
+        "sqlite"
     }
 
     async fn upsert_project(&self, project: &Project) -> MemoryResult<Project> {

@@ -1,12 +1,6 @@
-//! Namespaces: projects that group an agent's sessions (with an isolation flag), and
-//! key-value namespaces shared by the nodes of a multi-agent orchestrator.
-//!
-//! A **project** belongs to one agent (`(agent_id, project_id)` is its key) and groups
-//! sessions; memories carry the project they were written in. An `isolated` project's
-//! memories are recalled only by requests naming that project. A **KV namespace** is
-//! named by its callers: every node (agent) naming the same namespace shares its
-//! entries. Each namespace is an ordered LRU bounded by `max_entries`
-//! ([`crate::policy::lru`]).
+//! KV namespaces: key-value stores named by their callers and shared by every node
+//! (agent) of a multi-agent orchestrator that names the same namespace. Each namespace
+//! is an ordered LRU bounded by `max_entries` ([`crate::policy::lru`]).
 
 use std::fmt;
 
@@ -14,60 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{MemoryError, MemoryResult};
-use crate::model::{validate_identifier, AgentId, SessionId};
-
-/// Validated project identifier (same alphabet as agent ids), unique per agent.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ProjectId(String);
-
-impl ProjectId {
-    /// Validate and wrap a project id; the error names `field`.
-    pub fn parse_field(field: &str, raw: &str) -> MemoryResult<Self> {
-        validate_identifier(field, raw)?;
-        Ok(Self(raw.to_string()))
-    }
-    /// Validate and wrap a project id; the error names the `project_id` field.
-    pub fn parse(raw: &str) -> MemoryResult<Self> {
-        Self::parse_field("project_id", raw)
-    }
-    /// The id as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ProjectId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A project of one agent: a named group of sessions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Project {
-    /// Owner.
-    pub agent_id: AgentId,
-    /// Id, unique within the owner's projects.
-    pub project_id: ProjectId,
-    /// Human-readable name.
-    pub name: String,
-    /// When true, the project's memories never appear in another project's (or a project-less) recall.
-    pub isolated: bool,
-    /// When the project was created.
-    pub created_at: DateTime<Utc>,
-    /// When its name or isolation last changed.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// A project with the sessions attached to it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProjectDetail {
-    /// The project.
-    pub project: Project,
-    /// Its sessions, in id order.
-    pub sessions: Vec<SessionId>,
-}
+use crate::model::{validate_identifier, AgentId};
 
 /// Validated KV namespace name (same alphabet as agent ids). Namespaces are global:
 /// every node naming the same namespace shares it.
@@ -144,7 +85,7 @@ pub struct NamespaceStats {
     pub created_at: DateTime<Utc>,
 }
 
-/// A put, as handed to a [`crate::store::namespaces::NamespaceStore`].
+/// A put, as handed to a [`crate::store::kv::KvStore`].
 #[derive(Debug, Clone)]
 pub struct KvPut {
     /// Target namespace (created with `default_max_entries` when it does not exist).
@@ -201,16 +142,6 @@ pub fn no_such_key(namespace: &NamespaceName, key: &str) -> MemoryError {
         field: Some("key".into()),
         ..MemoryError::not_found(format!(
             "namespace {namespace} holds no entry {key:?} (never written, deleted, expired or evicted)"
-        ))
-    }
-}
-
-/// The error of a reference to a project the agent does not have.
-pub fn no_such_project(field: &str, agent: &AgentId, project: &ProjectId) -> MemoryError {
-    MemoryError {
-        field: Some(field.into()),
-        ..MemoryError::not_found(format!(
-            "agent {agent} has no project {project}; create it with PUT /v1/projects/{project}"
         ))
     }
 }

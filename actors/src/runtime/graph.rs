@@ -1,0 +1,143 @@
+//! Association-graph operations: `associate` and `spreading_activation`, and recall's
+//! one-hop neighbours (association edges and session neighbours).
+
+use std::collections::HashMap;
+
+use super::projected::ReadSource;
+use super::validate::{self, with_field};
+use super::Runtime;
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{AgentId, Association, Memory, MemoryId, MemoryStatus};
+use crate::policy::fusion::NeighbourLink;
+use crate::policy::recall::neighbour_links;
+
+/// One node reached by spreading activation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActivatedMemory {
+    /// The memory.
+    pub memory: Memory,
+    /// Activation in 0..1.
+    pub activation: f64,
+    /// Ids from the seed to it.
+    pub path: Vec<MemoryId>,
+}
+
+/// Link two memories of the same agent.
+pub(super) async fn associate(
+    rt: &Runtime,
+    agent: &AgentId,
+    from: &MemoryId,
+    to: &MemoryId,
+    relation: Option<String>,
+    weight: Option<f32>,
+) -> MemoryResult<Association> {
+    if from == to {
+        return Err(MemoryError::invalid(
+            "to_id",
+            "a memory cannot be associated with itself",
+        ));
+    }
+    let relation = relation.unwrap_or_else(|| "related_to".to_string());
+    if relation.is_empty()
+        || relation.len() > 64
+        || !relation
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(MemoryError::invalid(
+            "relation",
+            "relation must be 1 to 64 characters of letters, digits and _",
+        ));
+    }
+    let weight = weight.unwrap_or(0.5);
+    if !(0.0..=1.0).contains(&weight) || weight.is_nan() {
+        return Err(MemoryError::invalid(
+            "weight",
+            "weight must be between 0 and 1",
+        ));
+    }
+    rt.get(Some(agent), from)
+        .await
+        .map_err(|e| with_field(e, "from_id"))?;
+    rt.get(Some(agent), to)
+        .await
+        .map_err(|e| with_field(e, "to_id"))?;
+    let edge = Association {
+        agent_id: agent.clone(),
+        from_id: from.clone(),
+        to_id: to.clone(),
+        relation,
+        weight,
+        created_at: rt.now(),
+    };
+    rt.actors().graph.upsert(&edge).await
+}
+
+/// Spread activation from a seed memory through the association graph (decay 0.8 per
+/// hop), from the graph projection when it is caught up, else over SQL edges.
+pub(super) async fn spreading_activation(
+    rt: &Runtime,
+    agent: &AgentId,
+    seed: &MemoryId,
+    depth: u32,
+    limit: usize,
+) -> MemoryResult<Vec<ActivatedMemory>> {
+    if !(1..=5).contains(&depth) {
+        return Err(MemoryError::invalid(
+            "depth",
+            "depth must be between 1 and 5",
+        ));
+    }
+    validate::limit(&rt.inner.config.limits, limit)?;
+    let seed_memory = rt
+        .get(Some(agent), seed)
+        .await
+        .map_err(|e| with_field(e, "seed_id"))?;
+    let (activations, source) = rt.activate(agent, seed, depth, 0.8, limit * 2).await;
+    tracing::debug!(answered_by = %source.answered_by, "spreading activation");
+    let activations = activations?;
+    let ids: Vec<MemoryId> = activations.iter().map(|a| a.id.clone()).collect();
+    let memories = rt.actors().episodic.get_many(&ids).await?;
+    // Activation does not carry an isolated project's memories out of it: from a seed
+    // outside that project they are not returned (paths through them still count).
+    let isolated = rt.isolated_among(&memories).await?;
+    let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
+    Ok(activations
+        .into_iter()
+        .filter_map(|a| {
+            let memory = by_id.get(&a.id)?;
+            let walled_off = memory.project_id != seed_memory.project_id
+                && memory
+                    .project_id
+                    .as_ref()
+                    .is_some_and(|p| isolated.contains(&(memory.agent_id.clone(), p.clone())));
+            (memory.status == MemoryStatus::Active && !walled_off).then(|| ActivatedMemory {
+                memory: (*memory).clone(),
+                activation: a.activation,
+                path: a.path,
+            })
+        })
+        .take(limit)
+        .collect())
+}
+
+impl Runtime {
+    /// Links from `seeds` to their association-graph neighbours and to the turns next to
+    /// them in their sessions.
+    pub(super) async fn neighbours(
+        &self,
+        agent: &AgentId,
+        seeds: &[MemoryId],
+        radius: usize,
+    ) -> (MemoryResult<Vec<NeighbourLink>>, ReadSource) {
+        let ((edges, source), in_session) = tokio::join!(
+            self.links_around(agent, seeds, 200),
+            self.actors().episodic.session_neighbours(seeds, radius),
+        );
+        let links = match (edges, in_session) {
+            (Ok(edges), Ok(in_session)) => Ok(neighbour_links(seeds, &edges, in_session)),
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        };
+        (links, source)
+    }
+}

@@ -1,0 +1,50 @@
+//! The runtime's health: supervision state of every child, the embedded index, the
+//! backends, and the external projections with their lag.
+
+use crate::actors::projector::ProjectionStatus;
+use crate::actors::vectors::IndexStatus;
+use crate::supervisor::ChildHealth;
+
+use super::Runtime;
+
+/// Runtime-level health.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeHealth {
+    /// Per-child supervision state.
+    pub children: Vec<ChildHealth>,
+    /// Vector index status (None when the vector actor is down).
+    pub index: Option<IndexStatus>,
+    /// System-of-record backend name.
+    pub store_backend: &'static str,
+    /// Graph backend name.
+    pub graph_backend: &'static str,
+    /// Working-memory backend name.
+    pub working_backend: &'static str,
+    /// Projects and KV namespaces backend name.
+    pub namespaces_backend: &'static str,
+    /// Why working memory is serving from its fallback, if it is.
+    pub working_degraded: Option<String>,
+    /// External projections and their lag (empty when none is configured or the projector is down).
+    pub projections: Vec<ProjectionStatus>,
+    /// Inner-thought provider of the sleep cycle (`none`, `openai`).
+    pub inner_thought: &'static str,
+}
+
+/// Ask every part how it is; a part that does not answer at once is reported as down.
+pub(super) async fn health(rt: &Runtime) -> RuntimeHealth {
+    let actors = rt.actors();
+    let backends = rt.inner.backends;
+    let (index, working_degraded) =
+        tokio::join!(actors.vectors.status(), actors.working.degraded());
+    RuntimeHealth {
+        children: rt.inner.directory.health(),
+        index,
+        store_backend: backends.store,
+        graph_backend: backends.graph,
+        working_backend: backends.working,
+        namespaces_backend: backends.namespaces,
+        working_degraded,
+        projections: actors.projector.status().await.unwrap_or_default(),
+        inner_thought: backends.inner_thought,
+    }
+}

@@ -1,0 +1,215 @@
+//! Operations on memories by id: get, list, patch (every change archives the previous
+//! state with a reason), delete, forget (archive) and history.
+
+use super::remember::{embedding_record, embedding_text};
+use super::validate::{self, not_found};
+use super::Runtime;
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{
+    apply_patch, version_of, AgentId, Memory, MemoryId, MemoryPatch, MemoryStatus, MemoryVersion,
+};
+use crate::store::{KeywordQuery, ListQuery};
+
+/// What to forget.
+#[derive(Debug, Clone)]
+pub enum ForgetTarget {
+    /// One memory.
+    Id(MemoryId),
+    /// Memories that keyword-match a query (at most `limit`).
+    Query {
+        /// The query.
+        text: String,
+        /// Most memories to forget.
+        limit: usize,
+    },
+}
+
+/// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
+pub(super) async fn get(
+    rt: &Runtime,
+    agent: Option<&AgentId>,
+    id: &MemoryId,
+) -> MemoryResult<Memory> {
+    match rt.actors().episodic.get(id).await? {
+        Some(memory) if agent.is_none_or(|a| memory.agent_id == *a) => Ok(memory),
+        _ => Err(not_found(id, agent)),
+    }
+}
+
+/// Browse newest first; returns the page and the cursor of the next page.
+pub(super) async fn list(
+    rt: &Runtime,
+    mut query: ListQuery,
+) -> MemoryResult<(Vec<Memory>, Option<MemoryId>)> {
+    validate::limit(&rt.inner.config.limits, query.limit)?;
+    let page_size = query.limit;
+    query.limit = page_size + 1;
+    let mut page = rt.actors().episodic.list(&query).await?;
+    let next = if page.len() > page_size {
+        page.truncate(page_size);
+        page.last().map(|m| m.id.clone())
+    } else {
+        None
+    };
+    Ok((page, next))
+}
+
+/// Check a patch against the limits before anything is read.
+fn validate_patch(rt: &Runtime, patch: &MemoryPatch) -> MemoryResult<()> {
+    let limits = &rt.inner.config.limits;
+    if patch.is_empty() {
+        return Err(MemoryError::invalid(
+            "body",
+            "the patch changes nothing; send at least one field to change",
+        ));
+    }
+    if let Some(content) = &patch.content {
+        if content.trim().is_empty() {
+            return Err(MemoryError::invalid("content", "content must not be empty"));
+        }
+        if content.len() > limits.max_content_bytes {
+            return Err(MemoryError::too_large(
+                "content",
+                format!("content is longer than {} bytes", limits.max_content_bytes),
+            ));
+        }
+    }
+    if let Some(importance) = patch.importance {
+        if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
+            return Err(MemoryError::invalid(
+                "importance",
+                "importance must be between 0 and 1",
+            ));
+        }
+    }
+    if let Some(tags) = &patch.tags {
+        validate::tags(tags, limits, "tags")?;
+    }
+    if let Some(metadata) = &patch.metadata {
+        validate::metadata(metadata, limits, "metadata")?;
+    }
+    Ok(())
+}
+
+/// Change a memory, archiving its previous state with `reason` (`update`, `forget`,
+/// `conflict_replace`), re-embedding it when its text changed, and keeping the vector
+/// index in step with its status, type, sharing and content.
+pub(super) async fn change(
+    rt: &Runtime,
+    agent: Option<&AgentId>,
+    id: &MemoryId,
+    patch: MemoryPatch,
+    reason: &str,
+) -> MemoryResult<Memory> {
+    validate_patch(rt, &patch)?;
+    let actors = rt.actors();
+    let current = get(rt, agent, id).await?;
+    let now = rt.now();
+    let next = apply_patch(&current, &patch, now);
+    let content_changed = next.content != current.content || next.title != current.title;
+    let embedding = if content_changed {
+        Some(actors.vectors.embed_one(&embedding_text(&next)).await?)
+    } else {
+        None
+    };
+    let previous = version_of(&current, reason, now);
+    actors
+        .episodic
+        .update(&next, &previous, embedding.as_deref())
+        .await?;
+    if next.status == MemoryStatus::Active {
+        let vector = match embedding {
+            Some(vector) => Some(vector),
+            None => actors.episodic.embedding(&next.id).await?,
+        };
+        if let Some(vector) = vector {
+            actors
+                .vectors
+                .project(&[embedding_record(&next, vector)], &[])
+                .await;
+        }
+    } else {
+        actors
+            .vectors
+            .project(&[], std::slice::from_ref(&next.id))
+            .await;
+    }
+    Ok(next)
+}
+
+/// Delete a memory from every store (history included).
+pub(super) async fn delete(
+    rt: &Runtime,
+    agent: Option<&AgentId>,
+    id: &MemoryId,
+) -> MemoryResult<()> {
+    get(rt, agent, id).await?;
+    let actors = rt.actors();
+    actors.graph.remove_memory(id).await?;
+    actors.episodic.delete(id).await?;
+    actors.vectors.project(&[], std::slice::from_ref(id)).await;
+    Ok(())
+}
+
+/// Forget: archive (never delete) one memory or the memories matching a query. `dry_run` only reports.
+pub(super) async fn forget(
+    rt: &Runtime,
+    agent: &AgentId,
+    target: ForgetTarget,
+    dry_run: bool,
+) -> MemoryResult<Vec<MemoryId>> {
+    let ids = match target {
+        ForgetTarget::Id(id) => {
+            let memory = get(rt, Some(agent), &id).await?;
+            if memory.status == MemoryStatus::Archived {
+                Vec::new()
+            } else {
+                vec![id]
+            }
+        }
+        ForgetTarget::Query { text, limit } => {
+            if text.trim().is_empty() {
+                return Err(MemoryError::invalid("query", "query must not be empty"));
+            }
+            validate::limit(&rt.inner.config.limits, limit)?;
+            // Only keyword matches: forgetting by vague similarity would archive the wrong things.
+            let query = KeywordQuery {
+                agent_id: agent.clone(),
+                include_shared: false,
+                text,
+                limit,
+                occurred: None,
+            };
+            rt.actors()
+                .episodic
+                .keyword_search(&query)
+                .await?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
+        }
+    };
+    if dry_run {
+        return Ok(ids);
+    }
+    let mut forgotten = Vec::new();
+    for id in ids {
+        let patch = MemoryPatch {
+            status: Some(MemoryStatus::Archived),
+            ..Default::default()
+        };
+        change(rt, Some(agent), &id, patch, "forget").await?;
+        forgotten.push(id);
+    }
+    Ok(forgotten)
+}
+
+/// Version history of a memory, oldest first.
+pub(super) async fn history(
+    rt: &Runtime,
+    agent: Option<&AgentId>,
+    id: &MemoryId,
+) -> MemoryResult<Vec<MemoryVersion>> {
+    get(rt, agent, id).await?;
+    rt.actors().episodic.history(id).await
+}

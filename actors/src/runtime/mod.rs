@@ -1,0 +1,707 @@
+//! The typed in-process handle over the actor tree: what the HTTP service, the CLI
+//! and library users call. A thin façade: each public method hands its request to the
+//! module of its operation, which validates it, asks the pure planners in
+//! [`crate::policy`] what to do, and does the IO through the actors' handles.
+//!
+//! | operation | module |
+//! |---|---|
+//! | remember, remember_batch, extract_turn | [`remember`] |
+//! | recall | [`recall`] |
+//! | get, list, patch, delete, forget, history | [`memories`] |
+//! | associate, spreading_activation | [`graph`] |
+//! | reflect, consolidate, archive, run_scheduled, runs | [`sleep`] |
+//! | sessions | [`sessions`] |
+//! | projects | [`projects`] |
+//! | KV namespaces | [`kv`] |
+//!
+//! Ordering of a write: embed → system of record (the acknowledgement point) →
+//! projections (vector index, working window). A projection that misses a write
+//! catches up when its actor restarts, because it is rebuilt from the system of record.
+
+mod config;
+mod graph;
+mod health;
+mod key_locks;
+mod kv;
+mod memories;
+mod projected;
+mod projects;
+mod question_vectors;
+mod recall;
+mod remember;
+mod sessions;
+mod sleep;
+mod speakers;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use ractor::Actor;
+
+pub use config::{
+    CognitionSettings, Limits, RecallSettings, RuntimeConfig, RuntimeParts, SleepSettings,
+};
+pub use graph::ActivatedMemory;
+pub use health::RuntimeHealth;
+pub use kv::{KvPutInput, KvSettings};
+pub use memories::ForgetTarget;
+pub use projected::ReadSource;
+pub use projects::ProjectInput;
+pub use recall::{RecallHit, RecallInput, RecallOutcome};
+pub use remember::{embedding_text, RememberInput, RememberOutcome, Routing};
+pub use sessions::{
+    CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
+};
+
+use crate::actors::cognition::{CognitionActor, CognitionArgs};
+use crate::actors::consolidator::{
+    ConsolidatorActor, ConsolidatorArgs, ConsolidatorHandle, LeaseSettings, ScheduledJob,
+};
+use crate::actors::episodic::{EpisodicActor, EpisodicArgs, EpisodicHandle};
+use crate::actors::graph::{GraphActor, GraphArgs, GraphHandle};
+use crate::actors::namespaces::{NamespacesActor, NamespacesArgs, NamespacesHandle};
+use crate::actors::projector::{
+    ActorSource, ProjectionStatus, ProjectorActor, ProjectorArgs, ProjectorHandle, Watermarks,
+};
+use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsHandle};
+use crate::actors::working::{WorkingActor, WorkingArgs, WorkingHandle};
+use crate::actors::Caller;
+use crate::clock::Clock;
+use crate::error::{MemoryError, MemoryResult};
+use crate::kv::{KvEntry, KvHit, KvPutOutcome, NamespaceName, NamespaceStats};
+use crate::model::{
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryVersion, SessionId,
+};
+use crate::policy::stats::AgentStats;
+use crate::projects::{Project, ProjectDetail, ProjectId};
+use crate::store::{ListQuery, WorkingItem};
+use crate::supervisor::{
+    ChildKind, ChildSpec, Directory, Supervisor, SupervisorArgs, SupervisorMsg, SupervisorRef,
+};
+
+/// The typed handle. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    /// Shared state of the handle.
+    inner: Arc<RuntimeInner>,
+}
+
+/// The handles of every actor the runtime asks.
+#[derive(Clone)]
+struct Actors {
+    /// The system of record.
+    episodic: EpisodicHandle,
+    /// The embedder and the embedded vector index.
+    vectors: VectorsHandle,
+    /// The SQL (or in-memory) association graph.
+    graph: GraphHandle,
+    /// Session windows.
+    working: WorkingHandle,
+    /// Projects and KV namespaces.
+    namespaces: NamespacesHandle,
+    /// The sleep cycle and archival.
+    consolidator: ConsolidatorHandle,
+    /// The outbox → external projections.
+    projector: ProjectorHandle,
+}
+
+/// Names of the configured backends, for health and read sources.
+#[derive(Debug, Clone, Copy)]
+struct Backends {
+    /// System of record (`sqlite`, `postgres`, `memory`).
+    store: &'static str,
+    /// Association graph (`sql`, `memory`).
+    graph: &'static str,
+    /// Working memory (`redis`, `memory`).
+    working: &'static str,
+    /// Projects and KV namespaces.
+    namespaces: &'static str,
+    /// The embedded vector index (the fallback of a vector projection).
+    index: &'static str,
+    /// Inner-thought provider of the sleep cycle (`none`, `openai`).
+    inner_thought: &'static str,
+}
+
+/// Shared state behind [`Runtime`].
+struct RuntimeInner {
+    /// The root supervisor.
+    supervisor: SupervisorRef,
+    /// Current actor refs and health, published by the supervisor.
+    directory: Arc<Directory>,
+    /// Tunables.
+    config: RuntimeConfig,
+    /// Time source.
+    clock: Arc<dyn Clock>,
+    /// Every actor's handle.
+    actors: Actors,
+    /// Backend names.
+    backends: Backends,
+    /// Model consulted when the rules are unsure.
+    arbiter: Option<Arc<dyn crate::arbiter::Arbiter>>,
+    /// Summarises sessions on compaction and mines exchanges.
+    thought: Arc<dyn crate::thought::InnerThought>,
+    /// Sessions with a background compaction running (one at a time per session).
+    compacting: std::sync::Mutex<std::collections::HashSet<(AgentId, SessionId)>>,
+    /// External projections, read by recall when caught up.
+    projections: Vec<Arc<dyn crate::store::Projection>>,
+    /// How far each projection has applied (published by the projector).
+    watermarks: Arc<Watermarks>,
+    /// Per (agent, content hash) locks: identical concurrent writes take turns, so the
+    /// later one is deduplicated instead of inserting a twin.
+    content_locks: key_locks::KeyLocks,
+    /// Speakers each agent's memories are attributed to, learnt from what is
+    /// remembered and recalled (lost on restart and learnt again).
+    speakers: speakers::Speakers,
+    /// Vectors of recently asked questions (`recall.question_cache`), so a question
+    /// asked again skips the embedder (lost on restart).
+    question_vectors: std::sync::Mutex<question_vectors::QuestionVectors>,
+    /// The consolidator's arguments, for tests that run a sleep-cycle step directly.
+    #[cfg_attr(not(test), allow(dead_code))]
+    sleep_args: ConsolidatorArgs,
+}
+
+impl Runtime {
+    /// Start the actor tree on `parts`. Fails if a child cannot start (for example an
+    /// embedding-model mismatch with stored vectors).
+    pub async fn start(parts: RuntimeParts, config: RuntimeConfig) -> MemoryResult<Self> {
+        let directory = Arc::new(Directory::default());
+        let timeout = config.call_timeout;
+        let actors = Actors {
+            episodic: EpisodicHandle(Caller::new(directory.clone(), ChildKind::Episodic, timeout)),
+            vectors: VectorsHandle(Caller::new(directory.clone(), ChildKind::Vectors, timeout)),
+            graph: GraphHandle(Caller::new(directory.clone(), ChildKind::Graph, timeout)),
+            working: WorkingHandle(Caller::new(directory.clone(), ChildKind::Working, timeout)),
+            namespaces: NamespacesHandle(Caller::new(
+                directory.clone(),
+                ChildKind::Namespaces,
+                timeout,
+            )),
+            consolidator: ConsolidatorHandle(Caller::new(
+                directory.clone(),
+                ChildKind::Consolidator,
+                timeout,
+            )),
+            projector: ProjectorHandle(Caller::new(
+                directory.clone(),
+                ChildKind::Projector,
+                timeout,
+            )),
+        };
+        let watermarks = Arc::new(Watermarks::new(parts.projections.len()));
+        let sleep_args = consolidator_args(&parts, &config, &actors);
+        let (supervisor, _handle) = Actor::spawn(
+            None,
+            Supervisor,
+            SupervisorArgs {
+                children: child_specs(&parts, &config, &actors, &sleep_args, &watermarks),
+                restart: config.restart,
+                directory: directory.clone(),
+            },
+        )
+        .await
+        .map_err(|error| {
+            // A child's MemoryError (e.g. a config problem) surfaces as the spawn error's text.
+            MemoryError::unavailable(format!("the runtime could not start: {error}"))
+        })?;
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                supervisor,
+                directory,
+                clock: parts.clock.clone(),
+                backends: Backends {
+                    store: parts.memories.backend_name(),
+                    graph: parts.graph.backend_name(),
+                    working: parts.working.backend_name(),
+                    namespaces: parts.projects.backend_name(),
+                    index: parts.vectors.backend_name(),
+                    inner_thought: parts.thought.provider_name(),
+                },
+                arbiter: parts.arbiter.clone(),
+                thought: parts.thought.clone(),
+                compacting: Default::default(),
+                projections: parts.projections.clone(),
+                watermarks,
+                content_locks: Default::default(),
+                speakers: Default::default(),
+                question_vectors: std::sync::Mutex::new(question_vectors::QuestionVectors::new(
+                    config.recall.question_cache,
+                )),
+                actors,
+                sleep_args,
+                config,
+            }),
+        })
+    }
+
+    /// The runtime's tunables.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Now, by the injected clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        use chrono::SubsecRound;
+        // Microseconds: what every store keeps, so an answer never differs from a re-read.
+        self.inner.clock.now().trunc_subsecs(6)
+    }
+
+    /// The actors' handles.
+    fn actors(&self) -> &Actors {
+        &self.inner.actors
+    }
+
+    /// The consolidator's arguments (tests run sleep-cycle steps with them directly).
+    #[cfg(test)]
+    pub(crate) fn consolidator_args(&self) -> ConsolidatorArgs {
+        self.inner.sleep_args.clone()
+    }
+
+    /// Stop every actor after flushing pending reinforcement and checkpointing the store.
+    pub async fn shutdown(&self) -> MemoryResult<()> {
+        let flushed = self.actors().episodic.flush().await;
+        let _ = self
+            .inner
+            .supervisor
+            .call(
+                |reply| SupervisorMsg::Shutdown { reply },
+                Some(Duration::from_secs(30)),
+            )
+            .await;
+        self.inner.supervisor.stop(Some("shutdown".into()));
+        flushed
+    }
+
+    /// Supervision, index, backend and projection health.
+    pub async fn health(&self) -> RuntimeHealth {
+        health::health(self).await
+    }
+
+    /// Per-projection state and lag.
+    pub async fn projection_status(&self) -> MemoryResult<Vec<ProjectionStatus>> {
+        self.actors().projector.status().await
+    }
+
+    /// Rebuild one projection (or every one) from SQL now (`mnemos reindex`); answers
+    /// (projection, outbox sequence number it now holds) for each.
+    pub async fn rebuild_projections(
+        &self,
+        name: Option<String>,
+    ) -> MemoryResult<Vec<(String, u64)>> {
+        self.actors().projector.rebuild(name).await
+    }
+
+    /// Make a child fail (test hook for supervision; the service exposes it only when configured).
+    pub fn inject_fault(&self, child: ChildKind) -> MemoryResult<()> {
+        self.inner
+            .supervisor
+            .cast(SupervisorMsg::InjectFault(child))
+            .map_err(|_| MemoryError::unavailable("the supervisor is not running"))
+    }
+
+    // ---- remember ----
+
+    /// Remember one memory.
+    pub async fn remember(
+        &self,
+        agent: &AgentId,
+        input: RememberInput,
+    ) -> MemoryResult<RememberOutcome> {
+        remember::one(self, agent, input).await
+    }
+
+    /// Remember several memories in one transaction, in order.
+    pub async fn remember_batch(
+        &self,
+        agent: &AgentId,
+        inputs: Vec<RememberInput>,
+    ) -> MemoryResult<Vec<RememberOutcome>> {
+        remember::batch(self, agent, inputs).await
+    }
+
+    /// Mine one user/assistant exchange for memories worth keeping
+    /// ([`crate::policy::extraction`]) and store them through the `remember_batch`
+    /// pipeline (routing, exact and near deduplication, contradiction supersede), at most
+    /// `budget` of them.
+    ///
+    /// Returns the memories the turn landed on, each once and in the order extracted:
+    /// newly created ones and existing ones a candidate duplicated (which are reinforced),
+    /// so re-sending a turn creates nothing and returns the same memories. An exchange
+    /// with nothing worth keeping returns an empty list.
+    pub async fn extract_turn(
+        &self,
+        agent: &AgentId,
+        user: &str,
+        assistant: &str,
+        session_id: Option<SessionId>,
+        budget: usize,
+    ) -> MemoryResult<Vec<RememberOutcome>> {
+        remember::extract_turn(self, agent, user, assistant, session_id, budget).await
+    }
+
+    // ---- recall ----
+
+    /// Recall: vector, keyword, time and working-memory retrieval in parallel, fused,
+    /// expanded to neighbours, filtered and re-ranked.
+    pub async fn recall(&self, input: RecallInput) -> MemoryResult<RecallOutcome> {
+        recall::recall(self, input).await
+    }
+
+    // ---- memories by id ----
+
+    /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
+    pub async fn get(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<Memory> {
+        memories::get(self, agent, id).await
+    }
+
+    /// Browse newest first; returns the page and the cursor of the next page.
+    pub async fn list(&self, query: ListQuery) -> MemoryResult<(Vec<Memory>, Option<MemoryId>)> {
+        memories::list(self, query).await
+    }
+
+    /// Change a memory, archiving its previous state with reason `update`.
+    pub async fn patch(
+        &self,
+        agent: Option<&AgentId>,
+        id: &MemoryId,
+        patch: MemoryPatch,
+    ) -> MemoryResult<Memory> {
+        memories::change(self, agent, id, patch, "update").await
+    }
+
+    /// Delete a memory from every store (history included).
+    pub async fn delete(&self, agent: Option<&AgentId>, id: &MemoryId) -> MemoryResult<()> {
+        memories::delete(self, agent, id).await
+    }
+
+    /// Forget: archive (never delete) one memory or the memories matching a query. `dry_run` only reports.
+    pub async fn forget(
+        &self,
+        agent: &AgentId,
+        target: ForgetTarget,
+        dry_run: bool,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        memories::forget(self, agent, target, dry_run).await
+    }
+
+    /// Version history of a memory, oldest first.
+    pub async fn history(
+        &self,
+        agent: Option<&AgentId>,
+        id: &MemoryId,
+    ) -> MemoryResult<Vec<MemoryVersion>> {
+        memories::history(self, agent, id).await
+    }
+
+    /// Number of stored memories.
+    pub async fn count(&self) -> MemoryResult<u64> {
+        self.actors().episodic.count().await
+    }
+
+    /// Rebuild the vector index from the system of record.
+    pub async fn reindex(&self) -> MemoryResult<usize> {
+        self.actors().vectors.rebuild().await
+    }
+
+    // ---- graph ----
+
+    /// Link two memories of the same agent.
+    pub async fn associate(
+        &self,
+        agent: &AgentId,
+        from: &MemoryId,
+        to: &MemoryId,
+        relation: Option<String>,
+        weight: Option<f32>,
+    ) -> MemoryResult<Association> {
+        graph::associate(self, agent, from, to, relation, weight).await
+    }
+
+    /// Spread activation from a seed memory through the association graph.
+    pub async fn spreading_activation(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        limit: usize,
+    ) -> MemoryResult<Vec<ActivatedMemory>> {
+        graph::spreading_activation(self, agent, seed, depth, limit).await
+    }
+
+    // ---- reflection and the sleep cycle ----
+
+    /// Statistics of an agent's memories.
+    pub async fn reflect(&self, agent: &AgentId) -> MemoryResult<AgentStats> {
+        sleep::reflect(self, agent).await
+    }
+
+    /// Run one sleep-cycle pass for an agent now; `trigger` (`api`, `cli`, ...) is recorded in the run.
+    pub async fn consolidate(
+        &self,
+        agent: &AgentId,
+        trigger: &str,
+    ) -> MemoryResult<ConsolidationRun> {
+        self.actors().consolidator.consolidate(agent, trigger).await
+    }
+
+    /// Run archival of idle sessions now; `trigger` is recorded in the run.
+    pub async fn archive(&self, trigger: &str) -> MemoryResult<ConsolidationRun> {
+        self.actors().consolidator.archive(trigger).await
+    }
+
+    /// Run one scheduled firing now, as the scheduler would (claiming its lease):
+    /// None when another process already claimed `slot`.
+    pub async fn run_scheduled(
+        &self,
+        job: ScheduledJob,
+        slot: DateTime<Utc>,
+    ) -> MemoryResult<Option<Vec<ConsolidationRun>>> {
+        self.actors().consolidator.run_scheduled(job, slot).await
+    }
+
+    /// Latest consolidation runs.
+    pub async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>> {
+        sleep::runs(self, agent, limit).await
+    }
+
+    /// A session's working-memory window.
+    pub async fn working_window(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<WorkingItem>> {
+        self.actors().working.window(agent, session).await
+    }
+
+    // ---- projects ----
+
+    /// Create a project of `agent`, or change its name or isolation. Changing
+    /// `isolated` applies at once to every memory already in the project.
+    pub async fn put_project(
+        &self,
+        agent: &AgentId,
+        project_id: &ProjectId,
+        input: ProjectInput,
+    ) -> MemoryResult<Project> {
+        projects::put(self, agent, project_id, input).await
+    }
+
+    /// One project of `agent` with its sessions; `not_found` (field `project_id`) when it has none by that id.
+    pub async fn project(
+        &self,
+        agent: &AgentId,
+        project_id: &ProjectId,
+    ) -> MemoryResult<ProjectDetail> {
+        projects::get(self, agent, project_id).await
+    }
+
+    /// Every project of `agent`, in id order.
+    pub async fn projects(&self, agent: &AgentId) -> MemoryResult<Vec<Project>> {
+        self.actors().namespaces.projects(agent).await
+    }
+
+    /// Attach a session of `agent` to one of its projects (idempotent): memories written
+    /// in the session from now on belong to the project. A session belongs to one
+    /// project; attaching it to another is `conflict`.
+    pub async fn attach_session(
+        &self,
+        agent: &AgentId,
+        project_id: &ProjectId,
+        session: &SessionId,
+    ) -> MemoryResult<()> {
+        let now = self.now();
+        self.actors()
+            .namespaces
+            .attach_session(agent, project_id, session, now)
+            .await
+    }
+
+    // ---- KV namespaces ----
+
+    /// Create a KV namespace bounded by `max_entries`, or change its bound (shrinking
+    /// evicts the least recently used entries at once); returns its stats and the evicted keys.
+    pub async fn kv_configure(
+        &self,
+        namespace: &NamespaceName,
+        max_entries: usize,
+    ) -> MemoryResult<(NamespaceStats, Vec<String>)> {
+        kv::configure(self, namespace, max_entries).await
+    }
+
+    /// Write `key` in `namespace` as node `agent` (creating the namespace with
+    /// `namespaces.default_max_entries` if nobody has yet). The entry becomes the most
+    /// recently used; if the namespace is then over its bound, the least recently used
+    /// entries are evicted and named in the outcome. Committed before it answers.
+    pub async fn kv_put(
+        &self,
+        agent: &AgentId,
+        namespace: &NamespaceName,
+        key: &str,
+        input: KvPutInput,
+    ) -> MemoryResult<KvPutOutcome> {
+        kv::put(self, agent, namespace, key, input).await
+    }
+
+    /// Read `key` of `namespace` (a use: it becomes the most recently used entry; counted
+    /// as a hit). A missing key is `not_found` with field `key` (counted as a miss); a
+    /// missing namespace is `not_found` with field `namespace`.
+    pub async fn kv_get(&self, namespace: &NamespaceName, key: &str) -> MemoryResult<KvEntry> {
+        kv::get(self, namespace, key).await
+    }
+
+    /// Remove `key` from `namespace`; `not_found` when it is not there.
+    pub async fn kv_delete(&self, namespace: &NamespaceName, key: &str) -> MemoryResult<()> {
+        kv::delete(self, namespace, key).await
+    }
+
+    /// Entries of `namespace` whose key, tags or value match the words of `query`,
+    /// best first ([`crate::policy::lru::rank`]). Searching is not a use.
+    pub async fn kv_search(
+        &self,
+        namespace: &NamespaceName,
+        query: &str,
+        limit: usize,
+    ) -> MemoryResult<Vec<KvHit>> {
+        kv::search(self, namespace, query, limit).await
+    }
+
+    /// Entries of `namespace` carrying `tag` (all entries when None), most recently used
+    /// first. Listing is not a use.
+    pub async fn kv_list_by_tag(
+        &self,
+        namespace: &NamespaceName,
+        tag: Option<&str>,
+        limit: usize,
+    ) -> MemoryResult<Vec<KvEntry>> {
+        kv::list_by_tag(self, namespace, tag, limit).await
+    }
+
+    /// Entries, bound, hits, misses, evictions and puts of `namespace`.
+    pub async fn kv_stats(&self, namespace: &NamespaceName) -> MemoryResult<NamespaceStats> {
+        let now = self.now();
+        self.actors().namespaces.kv_stats(namespace, now).await
+    }
+}
+
+/// The consolidator's arguments: the handles of the actors that own what it changes.
+fn consolidator_args(
+    parts: &RuntimeParts,
+    config: &RuntimeConfig,
+    actors: &Actors,
+) -> ConsolidatorArgs {
+    ConsolidatorArgs {
+        episodic: actors.episodic.clone(),
+        vectors: actors.vectors.clone(),
+        graph: actors.graph.clone(),
+        working: actors.working.clone(),
+        edges_in_store: parts.memories.keeps_edges() && parts.graph.backend_name() == "sql",
+        thought: parts.thought.clone(),
+        clock: parts.clock.clone(),
+        retention: config.retention,
+        forget: config.forget,
+        promote: config.sleep.promote,
+        clustering: config.sleep.clustering,
+        purge_after_days: config.sleep.purge_after_days,
+        idle_hours: config.sleep.idle_hours,
+        lease: LeaseSettings {
+            holder: config.sleep.holder.clone(),
+            ttl: config.sleep.lease_ttl,
+        },
+    }
+}
+
+/// Every child in start order: the one place that lists the actors. The cognition actor
+/// comes last (it fires the consolidator); each store is handed to exactly one actor.
+fn child_specs(
+    parts: &RuntimeParts,
+    config: &RuntimeConfig,
+    actors: &Actors,
+    sleep_args: &ConsolidatorArgs,
+    watermarks: &Arc<Watermarks>,
+) -> Vec<ChildSpec> {
+    vec![
+        ChildSpec::new(
+            ChildKind::Working,
+            WorkingActor,
+            WorkingArgs {
+                store: parts.working.clone(),
+                clock: parts.clock.clone(),
+                sweep_interval: config.working_sweep_interval,
+            },
+        ),
+        ChildSpec::new(
+            ChildKind::Episodic,
+            EpisodicActor,
+            EpisodicArgs {
+                store: parts.memories.clone(),
+                clock: parts.clock.clone(),
+                touch_flush_interval: config.touch_flush_interval,
+            },
+        ),
+        ChildSpec::new(
+            ChildKind::Vectors,
+            VectorsActor,
+            VectorsArgs {
+                embedder: parts.embedder.clone(),
+                index: parts.vectors.clone(),
+                episodic: actors.episodic.clone(),
+            },
+        ),
+        ChildSpec::new(
+            ChildKind::Graph,
+            GraphActor,
+            GraphArgs {
+                store: parts.graph.clone(),
+            },
+        ),
+        ChildSpec::new(
+            ChildKind::Namespaces,
+            NamespacesActor,
+            NamespacesArgs {
+                projects: parts.projects.clone(),
+                kv: parts.kv.clone(),
+            },
+        ),
+        ChildSpec::new(
+            ChildKind::Consolidator,
+            ConsolidatorActor,
+            sleep_args.clone(),
+        ),
+        ChildSpec::new(
+            ChildKind::Projector,
+            ProjectorActor,
+            ProjectorArgs {
+                source: ActorSource {
+                    episodic: actors.episodic.clone(),
+                    graph: actors.graph.clone(),
+                },
+                keeps_outbox: parts.memories.keeps_outbox(),
+                projections: parts.projections.clone(),
+                clock: parts.clock.clone(),
+                interval: config.projector_interval,
+                batch: config.projector_batch,
+                retry_initial: config.projector_retry.0,
+                retry_max: config.projector_retry.1,
+                watermarks: watermarks.clone(),
+            },
+        ),
+        ChildSpec::new(
+            ChildKind::Cognition,
+            CognitionActor,
+            CognitionArgs {
+                enabled: config.cognition.enabled,
+                sleep_schedule: config.cognition.sleep_schedule.clone(),
+                archival_schedule: config.cognition.archival_schedule.clone(),
+                clock: parts.clock.clone(),
+                consolidator: actors.consolidator.clone(),
+            },
+        ),
+    ]
+}

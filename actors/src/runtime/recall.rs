@@ -1,0 +1,754 @@
+//! The recall pipeline, in stages:
+//!
+//! 1. **plan** — validate; find a time expression in the question (a hint, not a
+//!    filter); take the named speakers out of the topic; decide how deep to fetch
+//!    ([`crate::policy::recall::fetch_depth`]).
+//! 2. **retrieve** — vector (embedded index or a caught-up projection), keyword (BM25),
+//!    time (the period's memories) and working memory (the session window) in parallel;
+//!    optionally a pseudo-relevance-feedback keyword pass.
+//! 3. **score** — every candidate's exact similarity to the question, weighted score
+//!    fusion ([`crate::policy::fusion::score_fusion`]), the best candidates read back;
+//!    re-embedded once when the candidates name a speaker recall did not know yet.
+//! 4. **attribute** — memories attributed to someone the question names are boosted.
+//! 5. **expand** — relevance spreads one hop to the strongest hits' association edges
+//!    and session neighbours ([`crate::policy::fusion::propagate`]).
+//! 6. **rank** — filter by visibility and the request's filters, re-rank
+//!    ([`crate::policy::recall::RerankWeights`]), sort, cut (or diversify) to the limit.
+//!
+//! Reinforcement of what was returned is queued in the episodic actor, never written
+//! on the request path.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::projected::ReadSource;
+use super::speakers::speaker_of;
+use super::{validate, Runtime};
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{AgentId, Memory, MemoryId, MemoryStatus, MemoryType, SessionId};
+use crate::policy::fusion::{
+    feedback_terms, names_speaker, propagate, query_words, rank_window, score_fusion, sort_fused,
+    without_speakers, FusedHit, NeighbourLink, RankedList, Retriever,
+};
+use crate::policy::recall::{best_fused_score, fetch_depth, Audience, HitContext, RerankWeights};
+use crate::policy::time::{find_time_expression, FoundTime, TimeRange};
+use crate::projects::ProjectId;
+use crate::store::{KeywordQuery, ListQuery, VectorQuery};
+
+/// A recall request.
+#[derive(Debug, Clone)]
+pub struct RecallInput {
+    /// Whose memories.
+    pub agent_id: AgentId,
+    /// What to look for.
+    pub query: String,
+    /// Only these types (empty: all).
+    pub types: Vec<MemoryType>,
+    /// Results wanted (default 10).
+    pub limit: Option<usize>,
+    /// Session in focus: its memories rank slightly higher.
+    pub session_id: Option<SessionId>,
+    /// Only memories with at least one of these tags.
+    pub tags: Vec<String>,
+    /// Search the shared pool too.
+    pub include_shared: bool,
+    /// Return per-retriever scores.
+    pub debug: bool,
+    /// Only memories that occurred in this range (a resolved `time_query`).
+    pub time_range: Option<TimeRange>,
+    /// The request's "now" for time expressions inside the query (default: the clock).
+    pub now: Option<DateTime<Utc>>,
+    /// Project in focus: its memories rank slightly higher, and only it sees its memories when it is isolated.
+    pub project_id: Option<ProjectId>,
+}
+
+impl RecallInput {
+    /// A plain query: all types, 10 results, shared memories included, no filters.
+    pub fn new(agent_id: AgentId, query: impl Into<String>) -> Self {
+        Self {
+            agent_id,
+            query: query.into(),
+            types: Vec::new(),
+            limit: None,
+            session_id: None,
+            tags: Vec::new(),
+            include_shared: true,
+            debug: false,
+            time_range: None,
+            now: None,
+            project_id: None,
+        }
+    }
+}
+
+/// One recalled memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecallHit {
+    /// The memory.
+    pub memory: Memory,
+    /// Final score (higher is better).
+    pub score: f64,
+    /// Retention at recall time.
+    pub retention: f64,
+    /// Retrievers that found it.
+    pub matched_by: Vec<&'static str>,
+    /// Raw score per retriever (filled when debugging).
+    pub components: Option<HashMap<&'static str, f64>>,
+}
+
+/// Recall's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallOutcome {
+    /// Ranked hits.
+    pub hits: Vec<RecallHit>,
+    /// Server-side time spent.
+    pub took_ms: f64,
+    /// Time per stage (vector, keyword, time, fetch), in milliseconds.
+    pub timings_ms: Vec<(&'static str, f64)>,
+    /// What answered each vector and graph read: a projection, or the embedded
+    /// backend with the reason it stood in.
+    pub sources: Vec<ReadSource>,
+}
+
+/// Await `work` and measure it in milliseconds.
+async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, f64) {
+    let started = Instant::now();
+    let output = work.await;
+    (output, started.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// Milliseconds spent per stage.
+#[derive(Debug, Default)]
+struct Timings {
+    /// Neighbour expansion.
+    expand: f64,
+    /// Embedding the question and the nearest-neighbour search.
+    vector: f64,
+    /// BM25.
+    keyword: f64,
+    /// The period's memories.
+    time: f64,
+    /// The session window.
+    working: f64,
+    /// The feedback keyword pass.
+    feedback: f64,
+    /// Reading candidates back.
+    fetch: f64,
+    /// Exact similarity of candidates.
+    similarity: f64,
+}
+
+impl Timings {
+    fn stages(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("expand", self.expand),
+            ("vector", self.vector),
+            ("keyword", self.keyword),
+            ("time", self.time),
+            ("working", self.working),
+            ("feedback", self.feedback),
+            ("fetch", self.fetch),
+            ("similarity", self.similarity),
+        ]
+    }
+}
+
+/// What the request asks each retriever, worked out before anything is read.
+struct Plan<'a> {
+    /// The request.
+    input: &'a RecallInput,
+    /// Results wanted.
+    limit: usize,
+    /// A time expression found inside the question (a hint: a retriever and a boost).
+    hinted: Option<FoundTime>,
+    /// The question without the time expression.
+    search_text: String,
+    /// The question's words, to find the speakers it names.
+    asked_words: HashSet<String>,
+    /// Similarity compares the topic without the named speakers.
+    strips_speakers: bool,
+    /// What the question's vector is embedded from.
+    embedded_text: String,
+    /// The period of the time retriever: the request's range, else the hinted one.
+    time_window: Option<TimeRange>,
+    /// Candidates each retriever fetches.
+    fetch: usize,
+}
+
+/// The ranked lists of the retrievers, the question's vector and who answered.
+struct Retrieved {
+    /// One list per retriever with a weight above zero.
+    lists: Vec<RankedList>,
+    /// The question's vector (empty when the vector retriever is weighted out).
+    query_vector: Vec<f32>,
+    /// What answered the vector and graph reads.
+    sources: Vec<ReadSource>,
+}
+
+/// The fused candidates and what is known about them.
+struct Scored {
+    /// Fused hits, best first.
+    fused: Vec<FusedHit>,
+    /// The candidates read back.
+    memories: Vec<Memory>,
+    /// Exact similarity of each candidate to the question.
+    similarity: HashMap<MemoryId, f64>,
+    /// The question's vector the similarities were scored with.
+    query_vector: Vec<f32>,
+}
+
+/// Recall (see the module documentation).
+pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<RecallOutcome> {
+    let started = Instant::now();
+    let plan = plan(rt, &input).await?;
+    let mut timings = Timings::default();
+    let Retrieved {
+        lists,
+        query_vector,
+        mut sources,
+    } = retrieve(rt, &plan, &mut timings).await?;
+    let mut scored = score(rt, &plan, &lists, query_vector, &mut timings).await?;
+    // The best similarity among the candidates, to score memories the expansion adds.
+    let best_similarity = if scored.similarity.is_empty() {
+        lists
+            .iter()
+            .filter(|l| l.retriever == Retriever::Vector)
+            .flat_map(|l| l.hits.iter().map(|(_, s)| *s))
+            .fold(0.0, f64::max)
+    } else {
+        scored.similarity.values().copied().fold(0.0, f64::max)
+    };
+    boost_attributed(rt, &plan, &mut scored);
+    let settings = rt.inner.config.recall;
+    if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !scored.fused.is_empty() {
+        let started_expansion = Instant::now();
+        sources.push(expand(rt, &plan, &mut scored, best_similarity).await?);
+        timings.expand = started_expansion.elapsed().as_secs_f64() * 1000.0;
+    }
+    let hits = rank(rt, &plan, &lists, &scored).await?;
+    if !hits.is_empty() {
+        let touched: Vec<MemoryId> = hits.iter().map(|h| h.memory.id.clone()).collect();
+        rt.actors().episodic.touch_later(touched, rt.now());
+    }
+    Ok(RecallOutcome {
+        hits,
+        took_ms: started.elapsed().as_secs_f64() * 1000.0,
+        timings_ms: timings.stages(),
+        sources,
+    })
+}
+
+/// Validate the request and work out what to ask the retrievers.
+async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>> {
+    let limits = &rt.inner.config.limits;
+    let limit = input.limit.unwrap_or(10);
+    validate::limit(limits, limit)?;
+    validate::query(limits, &input.query)?;
+    validate::tags(&input.tags, limits, "tags")?;
+    if let Some(project) = &input.project_id {
+        rt.project(&input.agent_id, project).await?;
+    }
+    // A time expression inside the question is a hint (a time retriever and a boost), not a filter.
+    let hinted = match input.time_range {
+        Some(_) => None,
+        None => find_time_expression(&input.query, input.now.unwrap_or_else(|| rt.now())),
+    };
+    let search_text = hinted
+        .as_ref()
+        .filter(|found| !found.rest.trim().is_empty())
+        .map_or_else(|| input.query.clone(), |found| found.rest.clone());
+    // The question's topic without the speakers it names (see `without_speakers`):
+    // what the vector retriever and the similarity compare, when the speakers are
+    // already known; else the whole question, corrected in `score` once the
+    // candidates show who is named.
+    let settings = rt.inner.config.recall;
+    let strips_speakers = settings.speaker_boost > 0.0 && settings.topic_without_speakers;
+    let asked_words = query_words(&input.query);
+    let topic_text = if strips_speakers {
+        let named = rt.inner.speakers.named(&input.agent_id, &asked_words);
+        let named: Vec<&str> = named.iter().map(String::as_str).collect();
+        without_speakers(&search_text, &named)
+    } else {
+        None
+    };
+    let embedded_text = topic_text.unwrap_or_else(|| search_text.clone());
+    let time_window = input
+        .time_range
+        .or(hinted.as_ref().map(|found| found.range));
+    let filtered = input.time_range.is_some() || !input.tags.is_empty() || !input.types.is_empty();
+    Ok(Plan {
+        input,
+        limit,
+        hinted,
+        search_text,
+        asked_words,
+        strips_speakers,
+        embedded_text,
+        time_window,
+        fetch: fetch_depth(limit, filtered),
+    })
+}
+
+/// Ask every retriever at once; then the optional feedback pass.
+async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> MemoryResult<Retrieved> {
+    let input = plan.input;
+    let settings = rt.inner.config.recall;
+    let episodic = &rt.actors().episodic;
+    let vector_query = VectorQuery {
+        agent_id: input.agent_id.clone(),
+        include_shared: input.include_shared,
+        types: input.types.clone(),
+        vector: Vec::new(),
+        limit: plan.fetch,
+    };
+    let keyword_query = KeywordQuery {
+        agent_id: input.agent_id.clone(),
+        include_shared: input.include_shared,
+        text: plan.search_text.clone(),
+        limit: plan.fetch,
+        occurred: input.time_range,
+    };
+    let time_query = plan.time_window.map(|range| ListQuery {
+        agent_id: Some(input.agent_id.clone()),
+        memory_type: None,
+        status: Some(MemoryStatus::Active),
+        tag: None,
+        limit: plan.fetch,
+        cursor: None,
+        occurred: Some(range),
+        project_id: None,
+    });
+    let (
+        (vector_hits, vector_ms),
+        (keyword_hits, keyword_ms),
+        (time_hits, time_ms),
+        (window, working_ms),
+    ) = tokio::join!(
+        // With the vector retriever weighted out, the question is not even embedded.
+        timed(async {
+            if settings.vector_weight > 0.0 {
+                Some(
+                    rt.embed_and_search(&plan.embedded_text, &vector_query)
+                        .await,
+                )
+            } else {
+                None
+            }
+        }),
+        timed(episodic.keyword_search(&keyword_query)),
+        timed(async {
+            match &time_query {
+                Some(query) => episodic.list(query).await,
+                None => Ok(Vec::new()),
+            }
+        }),
+        timed(session_window(rt, input)),
+    );
+    (
+        timings.vector,
+        timings.keyword,
+        timings.time,
+        timings.working,
+    ) = (vector_ms, keyword_ms, time_ms, working_ms);
+    let (query_vector, vector_hits, sources) = match vector_hits {
+        Some((hits, source)) => {
+            let (query_vector, hits) = hits?;
+            (query_vector, hits, vec![source])
+        }
+        None => (Vec::new(), Vec::new(), Vec::new()),
+    };
+    let mut lists = vec![
+        RankedList {
+            retriever: Retriever::Vector,
+            weight: settings.vector_weight,
+            hits: vector_hits
+                .into_iter()
+                .map(|(id, s)| (id, f64::from(s)))
+                .collect(),
+        },
+        RankedList {
+            retriever: Retriever::Keyword,
+            weight: settings.keyword_weight,
+            hits: keyword_hits?,
+        },
+        // The memories of the range, so a query with no matching words still finds them.
+        RankedList {
+            retriever: Retriever::Time,
+            weight: settings.time_weight,
+            hits: time_hits?.into_iter().map(|m| (m.id, 1.0)).collect(),
+        },
+        // What the session is working on right now.
+        RankedList {
+            retriever: Retriever::Working,
+            weight: settings.working_weight,
+            hits: rank_window(&plan.search_text, &window),
+        },
+    ];
+    if let Some(feedback) = feedback(rt, plan, &lists, &keyword_query, timings).await? {
+        lists.push(feedback);
+    }
+    lists.retain(|l| l.weight > 0.0);
+    Ok(Retrieved {
+        lists,
+        query_vector,
+        sources,
+    })
+}
+
+/// The request session's working-memory window (an extra: recall answers without it).
+async fn session_window(rt: &Runtime, input: &RecallInput) -> Vec<(MemoryId, String)> {
+    let Some(session) = &input.session_id else {
+        return Vec::new();
+    };
+    if rt.inner.config.recall.working_weight <= 0.0 {
+        return Vec::new();
+    }
+    match rt.actors().working.window(&input.agent_id, session).await {
+        Ok(items) => items
+            .into_iter()
+            .map(|item| (item.memory_id, item.content))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "working memory unavailable; recall goes on without it");
+            Vec::new()
+        }
+    }
+}
+
+/// Pseudo-relevance feedback: search again with the words the best keyword hits share
+/// (None when it is off or there are too few hits to learn from).
+async fn feedback(
+    rt: &Runtime,
+    plan: &Plan<'_>,
+    lists: &[RankedList],
+    keyword_query: &KeywordQuery,
+    timings: &mut Timings,
+) -> MemoryResult<Option<RankedList>> {
+    let settings = rt.inner.config.recall;
+    if settings.feedback_weight <= 0.0 || settings.feedback_terms == 0 {
+        return Ok(None);
+    }
+    let keyword_list = lists.iter().find(|l| l.retriever == Retriever::Keyword);
+    let top: Vec<MemoryId> = keyword_list
+        .map(|l| l.hits.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .take(settings.feedback_documents)
+        .map(|(id, _)| id.clone())
+        .collect();
+    if top.len() < 2 {
+        return Ok(None);
+    }
+    let episodic = &rt.actors().episodic;
+    let (expanded, took) = timed(async {
+        let documents = episodic.get_many(&top).await?;
+        let texts: Vec<&str> = documents.iter().map(|m| m.content.as_str()).collect();
+        let extra = feedback_terms(&plan.search_text, &texts, settings.feedback_terms);
+        if extra.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = KeywordQuery {
+            text: format!("{} {}", plan.search_text, extra.join(" ")),
+            ..keyword_query.clone()
+        };
+        episodic.keyword_search(&query).await
+    })
+    .await;
+    timings.feedback = took;
+    Ok(Some(RankedList {
+        retriever: Retriever::Feedback,
+        weight: settings.feedback_weight,
+        hits: expanded?,
+    }))
+}
+
+/// Score every candidate by its exact similarity to the question (whichever retriever
+/// found it), fuse, and read the best back. When the candidates name a speaker recall
+/// did not know when it embedded the question (the first such question after a
+/// restart), embed the topic without the name, score again and fuse again.
+async fn score(
+    rt: &Runtime,
+    plan: &Plan<'_>,
+    lists: &[RankedList],
+    query_vector: Vec<f32>,
+    timings: &mut Timings,
+) -> MemoryResult<Scored> {
+    let scores_similarity = rt.inner.config.recall.vector_weight > 0.0;
+    let candidates: Vec<MemoryId> = {
+        let mut seen = HashSet::new();
+        lists
+            .iter()
+            .flat_map(|l| l.hits.iter().map(|(id, _)| id))
+            .filter(|id| seen.insert(*id))
+            .cloned()
+            .collect()
+    };
+    let (similarity, similarity_ms) = timed(async {
+        if scores_similarity {
+            rt.similarity(&query_vector, &candidates).await
+        } else {
+            Ok(HashMap::new())
+        }
+    })
+    .await;
+    timings.similarity = similarity_ms;
+    let mut similarity = similarity?;
+    let mut fused = score_fusion(lists, &similarity);
+    // Only the best candidates are worth reading back; filters rarely drop many of them.
+    fused.truncate(plan.fetch);
+    let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
+    let episodic = &rt.actors().episodic;
+    let (memories, fetch_ms) = timed(episodic.get_many(&ids)).await;
+    timings.fetch = fetch_ms;
+    let mut memories = memories?;
+    rt.inner
+        .speakers
+        .learn(&plan.input.agent_id, memories.iter());
+    let mut query_vector = query_vector;
+    if scores_similarity && plan.strips_speakers {
+        let mut named_speakers: Vec<&str> = memories
+            .iter()
+            .filter(|m| attributed(rt, plan, m))
+            .filter_map(speaker_of)
+            .collect();
+        named_speakers.sort_unstable();
+        named_speakers.dedup();
+        let topic = without_speakers(&plan.search_text, &named_speakers)
+            .filter(|topic| *topic != plan.embedded_text);
+        if let Some(topic) = topic {
+            let (rescored, took) = timed(async {
+                let vector = rt.embed_question(&topic).await?;
+                let similarity = rt.similarity(&vector, &candidates).await?;
+                Ok::<_, MemoryError>((vector, similarity))
+            })
+            .await;
+            timings.similarity += took;
+            (query_vector, similarity) = rescored?;
+            fused = score_fusion(lists, &similarity);
+            fused.truncate(plan.fetch);
+            let known: HashSet<&MemoryId> = memories.iter().map(|m| &m.id).collect();
+            let missing: Vec<MemoryId> = fused
+                .iter()
+                .map(|h| h.id.clone())
+                .filter(|id| !known.contains(id))
+                .collect();
+            if !missing.is_empty() {
+                let (more, took) = timed(episodic.get_many(&missing)).await;
+                timings.fetch += took;
+                memories.extend(more?);
+            }
+        }
+    }
+    Ok(Scored {
+        fused,
+        memories,
+        similarity,
+        query_vector,
+    })
+}
+
+/// A memory attributed to someone the question names ("what did Alice say …").
+fn attributed(rt: &Runtime, plan: &Plan<'_>, memory: &Memory) -> bool {
+    rt.inner.config.recall.speaker_boost > 0.0
+        && speaker_of(memory).is_some_and(|s| names_speaker(&plan.asked_words, s))
+}
+
+/// Multiply the score of every attributed candidate by `1 + recall.speaker_boost`.
+fn boost_attributed(rt: &Runtime, plan: &Plan<'_>, scored: &mut Scored) {
+    let boost = rt.inner.config.recall.speaker_boost;
+    if boost <= 0.0 {
+        return;
+    }
+    let named: HashSet<&MemoryId> = scored
+        .memories
+        .iter()
+        .filter(|m| attributed(rt, plan, m))
+        .map(|m| &m.id)
+        .collect();
+    for hit in &mut scored.fused {
+        if named.contains(&hit.id) {
+            hit.score *= 1.0 + boost;
+        }
+    }
+    sort_fused(&mut scored.fused);
+}
+
+/// Spread relevance one hop from the strongest hits to their association-graph and
+/// session neighbours; a neighbour not yet a candidate scores by its own similarity.
+/// Answers what served the graph read.
+async fn expand(
+    rt: &Runtime,
+    plan: &Plan<'_>,
+    scored: &mut Scored,
+    best_similarity: f64,
+) -> MemoryResult<ReadSource> {
+    let settings = rt.inner.config.recall;
+    let seeds: Vec<MemoryId> = scored
+        .fused
+        .iter()
+        .take(settings.expansion_seeds)
+        .map(|h| h.id.clone())
+        .collect();
+    let (links, graph_source) = rt
+        .neighbours(&plan.input.agent_id, &seeds, settings.session_radius)
+        .await;
+    let links: Vec<NeighbourLink> = links?;
+    let known: HashSet<MemoryId> = scored.fused.iter().map(|h| h.id.clone()).collect();
+    let mut added: Vec<MemoryId> = links
+        .iter()
+        .map(|l| l.neighbour.clone())
+        .filter(|id| !known.contains(id))
+        .collect();
+    added.sort();
+    added.dedup();
+    let (added_memories, added_similarity) =
+        tokio::join!(rt.actors().episodic.get_many(&added), async {
+            if settings.vector_weight > 0.0 {
+                rt.similarity(&scored.query_vector, &added).await
+            } else {
+                Ok(HashMap::new())
+            }
+        });
+    let added_memories = added_memories?;
+    let added_similarity = added_similarity?;
+    // A memory the expansion adds scores on its own by its similarity alone.
+    let mut scores: HashMap<MemoryId, f64> = scored
+        .fused
+        .iter()
+        .map(|h| (h.id.clone(), h.score))
+        .collect();
+    for memory in &added_memories {
+        let own = match added_similarity.get(&memory.id) {
+            Some(value) if best_similarity > 0.0 => {
+                settings.vector_weight * value.max(0.0) / best_similarity
+            }
+            _ => 0.0,
+        };
+        let boost = if attributed(rt, plan, memory) {
+            1.0 + settings.speaker_boost
+        } else {
+            1.0
+        };
+        scores.insert(memory.id.clone(), own * boost);
+    }
+    let lifted = propagate(&scores, &links, settings.neighbour_weight);
+    for hit in &mut scored.fused {
+        if let Some(score) = lifted.get(&hit.id) {
+            hit.score = *score;
+            hit.matched_by.push(Retriever::Graph);
+            hit.matched_by.sort();
+            hit.components.push((Retriever::Graph, *score));
+        }
+    }
+    for memory in &added_memories {
+        if let Some(score) = lifted.get(&memory.id) {
+            let mut components = vec![(Retriever::Graph, *score)];
+            if let Some(value) = added_similarity.get(&memory.id) {
+                components.push((Retriever::Vector, *value));
+            }
+            scored.fused.push(FusedHit {
+                id: memory.id.clone(),
+                score: *score,
+                matched_by: vec![Retriever::Graph],
+                components,
+            });
+        }
+    }
+    scored.memories.extend(added_memories);
+    sort_fused(&mut scored.fused);
+    Ok(graph_source)
+}
+
+/// Filter the candidates to what the request may see and wants, re-rank, sort and cut
+/// to the limit (or pick with the per-session penalty).
+async fn rank(
+    rt: &Runtime,
+    plan: &Plan<'_>,
+    lists: &[RankedList],
+    scored: &Scored,
+) -> MemoryResult<Vec<RecallHit>> {
+    let input = plan.input;
+    let settings = rt.inner.config.recall;
+    let isolated = rt.isolated_among(&scored.memories).await?;
+    let by_id: HashMap<&MemoryId, &Memory> = scored.memories.iter().map(|m| (&m.id, m)).collect();
+    let now = rt.now();
+    let best_fused = best_fused_score(lists, plan.time_window.is_some());
+    let audience = Audience {
+        agent: &input.agent_id,
+        include_shared: input.include_shared,
+        project: input.project_id.as_ref(),
+        session: input.session_id.as_ref(),
+        types: &input.types,
+        tags: &input.tags,
+        time_range: input.time_range,
+    };
+    let weights = RerankWeights::default();
+    let mut hits: Vec<RecallHit> = scored
+        .fused
+        .iter()
+        .filter_map(|hit| {
+            let memory = *by_id.get(&hit.id)?;
+            if !audience.admits(memory, &isolated) {
+                return None;
+            }
+            let retention = rt.inner.config.retention.retention(memory, now);
+            let relevance = hit.score / best_fused;
+            let in_hinted_time = plan
+                .hinted
+                .as_ref()
+                .is_some_and(|found| found.range.contains(memory.occurred_at));
+            let score = if settings.rerank {
+                let context = HitContext {
+                    in_hinted_time,
+                    importance: memory.importance,
+                    retention,
+                    in_session: audience.in_session(memory),
+                    in_project: audience.in_project(memory),
+                    own: memory.agent_id == input.agent_id,
+                };
+                weights.score(relevance, &context)
+            } else {
+                relevance
+            };
+            let mut matched_by: Vec<&'static str> =
+                hit.matched_by.iter().map(|r| r.as_str()).collect();
+            if (input.time_range.is_some() || in_hinted_time)
+                && !hit.matched_by.contains(&Retriever::Time)
+            {
+                matched_by.push(Retriever::Time.as_str());
+            }
+            Some(RecallHit {
+                memory: memory.clone(),
+                score,
+                retention,
+                matched_by,
+                components: input.debug.then(|| {
+                    hit.components
+                        .iter()
+                        .map(|(r, s)| (r.as_str(), *s))
+                        .collect()
+                }),
+            })
+        })
+        .collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.memory.id.cmp(&b.memory.id))
+    });
+    if settings.session_diversity > 0.0 {
+        hits = crate::policy::fusion::diversify(
+            hits,
+            plan.limit,
+            settings.session_diversity,
+            |h| h.score,
+            |h| h.memory.session_id.as_ref().map(|s| s.as_str().to_string()),
+        );
+    } else {
+        hits.truncate(plan.limit);
+    }
+    Ok(hits)
+}

@@ -1,0 +1,319 @@
+//! Runtime-level tests: the library API on in-memory stores, recall's question cache
+//! and speaker handling, concurrent identical writes, and supervision.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::supervisor::{ChildHealth, RestartPolicy};
+
+fn config() -> RuntimeConfig {
+    RuntimeConfig {
+        restart: RestartPolicy {
+            initial_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(20),
+            max_restarts: 2,
+            window: Duration::from_secs(60),
+        },
+        call_timeout: Duration::from_millis(500),
+        ..RuntimeConfig::default()
+    }
+}
+
+async fn wait_for(
+    runtime: &Runtime,
+    child: ChildKind,
+    state: crate::supervisor::ChildState,
+) -> ChildHealth {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let health = runtime.health().await;
+        let found = health
+            .children
+            .into_iter()
+            .find(|c| c.child == child)
+            .expect("child is reported");
+        if found.state == state || Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_api_works_on_in_memory_stores_with_session_windows() {
+    let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+        .await
+        .unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    let session = SessionId::parse("s1").unwrap();
+    let input = RememberInput {
+        content: "the build is green again".into(),
+        session_id: Some(session.clone()),
+        ..Default::default()
+    };
+    let stored = runtime.remember(&agent, input).await.unwrap();
+    let window = runtime.working_window(&agent, &session).await.unwrap();
+    assert_eq!(window.len(), 1);
+    assert_eq!(window[0].memory_id, stored.memory.id);
+    let found = runtime
+        .recall(RecallInput::new(agent.clone(), "is the build green"))
+        .await
+        .unwrap();
+    assert_eq!(found.hits[0].memory.id, stored.memory.id);
+    runtime.shutdown().await.unwrap();
+}
+
+/// The built-in embedder, counting the texts it is asked to embed.
+struct CountingEmbedder {
+    /// The model that does the work.
+    inner: crate::embedding::BuiltinEmbedder,
+    /// Texts embedded so far.
+    texts: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::embedding::Embedder for CountingEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.texts
+            .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.inner.embed_batch(texts)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_without_the_vector_retriever_does_not_embed_the_question() {
+    let embedder = Arc::new(CountingEmbedder {
+        inner: crate::embedding::BuiltinEmbedder::new(256),
+        texts: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let mut parts = RuntimeParts::in_memory();
+    parts.embedder = embedder.clone();
+    let mut settings = config();
+    settings.recall.vector_weight = 0.0;
+    let runtime = Runtime::start(parts, settings).await.unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    let stored = runtime
+        .remember(
+            &agent,
+            RememberInput {
+                content: "the deploy key rotates every Friday".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let embedded = embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(embedded >= 1, "the memory itself is embedded");
+    let found = runtime
+        .recall(RecallInput::new(
+            agent.clone(),
+            "when does the deploy key rotate",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(found.hits[0].memory.id, stored.memory.id);
+    assert!(!found.hits[0].matched_by.contains(&"vector"));
+    assert_eq!(
+        embedder.texts.load(std::sync::atomic::Ordering::SeqCst),
+        embedded
+    );
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_again_is_not_embedded_again() {
+    let embedder = Arc::new(CountingEmbedder {
+        inner: crate::embedding::BuiltinEmbedder::new(256),
+        texts: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let mut parts = RuntimeParts::in_memory();
+    parts.embedder = embedder.clone();
+    let runtime = Runtime::start(parts, config()).await.unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    runtime
+        .remember(
+            &agent,
+            RememberInput {
+                content: "the deploy key rotates every Friday".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let embedded = || embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
+    let ask = |question: &str| RecallInput {
+        debug: true,
+        ..RecallInput::new(agent.clone(), question)
+    };
+    let first = runtime
+        .recall(ask("when does the deploy key rotate"))
+        .await
+        .unwrap();
+    let after_first = embedded();
+    let again = runtime
+        .recall(ask("when does the deploy key rotate"))
+        .await
+        .unwrap();
+    assert_eq!(
+        embedded(),
+        after_first,
+        "the second asking reuses the vector"
+    );
+    assert_eq!(
+        first.hits[0].components, again.hits[0].components,
+        "and scores exactly as the first"
+    );
+    runtime
+        .recall(ask("when does the deploy key rotate next"))
+        .await
+        .unwrap();
+    assert_eq!(embedded(), after_first + 1, "another question is embedded");
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn similarity_compares_the_topic_without_the_named_speaker() {
+    use crate::embedding::Embedder;
+    let parts = RuntimeParts::in_memory();
+    let embedder = crate::embedding::BuiltinEmbedder::new(256);
+    let content = "Alice: I restore vintage motorbikes on weekends";
+    let question = "What does Alice restore on weekends?";
+    let cosine = |a: &str, b: &str| {
+        let (a, b) = (embedder.embed(a).unwrap(), embedder.embed(b).unwrap());
+        a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum::<f64>()
+    };
+    let expected = cosine("What does restore on weekends?", content);
+    assert!((expected - cosine(question, content)).abs() > 1e-3);
+    let vector_of =
+        |outcome: &RecallOutcome| outcome.hits[0].components.as_ref().unwrap()["vector"];
+    let agent = AgentId::parse("lib").unwrap();
+    let ask = || RecallInput {
+        debug: true,
+        ..RecallInput::new(agent.clone(), question)
+    };
+    let runtime = Runtime::start(parts.clone(), config()).await.unwrap();
+    runtime
+        .remember(
+            &agent,
+            RememberInput {
+                content: content.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    // The speaker is known from the write: the question is embedded without the name.
+    let known = runtime.recall(ask()).await.unwrap();
+    assert!((vector_of(&known) - expected).abs() < 1e-4, "{known:?}");
+    runtime.shutdown().await.unwrap();
+    // After a restart the speaker is learnt from the candidates: the same similarity.
+    let restarted = Runtime::start(parts, config()).await.unwrap();
+    let learnt = restarted.recall(ask()).await.unwrap();
+    assert!((vector_of(&learnt) - expected).abs() < 1e-4, "{learnt:?}");
+    restarted.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_identical_writes_store_one_memory() {
+    let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+        .await
+        .unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    let mut writes = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let runtime = runtime.clone();
+        let agent = agent.clone();
+        writes.spawn(async move {
+            runtime
+                .remember(
+                    &agent,
+                    RememberInput {
+                        content: "The staging database lives on host db-7".into(),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap()
+        });
+    }
+    let outcomes = writes.join_all().await;
+    let stored: Vec<&RememberOutcome> = outcomes
+        .iter()
+        .filter(|o| o.deduplicated_into.is_none())
+        .collect();
+    assert_eq!(stored.len(), 1, "exactly one write inserts");
+    for outcome in &outcomes {
+        if let Some(target) = &outcome.deduplicated_into {
+            assert_eq!(target, &stored[0].memory.id);
+        }
+    }
+    assert_eq!(runtime.inner.content_locks.live(), 0, "locks are forgotten");
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_keeps_failing_is_left_down_after_its_restart_budget() {
+    let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+        .await
+        .unwrap();
+    for round in 1..=2 {
+        runtime.inject_fault(ChildKind::Consolidator).unwrap();
+        let health = wait_for(
+            &runtime,
+            ChildKind::Consolidator,
+            crate::supervisor::ChildState::Running,
+        )
+        .await;
+        let restarted = async {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while runtime
+                .health()
+                .await
+                .children
+                .iter()
+                .find(|c| c.child == ChildKind::Consolidator)
+                .unwrap()
+                .restarts
+                < round
+            {
+                assert!(Instant::now() < deadline, "restart {round} never happened");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        restarted.await;
+        assert_eq!(health.state, crate::supervisor::ChildState::Running);
+    }
+    runtime.inject_fault(ChildKind::Consolidator).unwrap();
+    let health = wait_for(
+        &runtime,
+        ChildKind::Consolidator,
+        crate::supervisor::ChildState::Failed,
+    )
+    .await;
+    assert_eq!(
+        health.state,
+        crate::supervisor::ChildState::Failed,
+        "{health:?}"
+    );
+    assert!(health.last_error.unwrap().contains("fault injected"));
+    // Requests that need the failed child get a typed error; the rest of the tree serves on.
+    let agent = AgentId::parse("lib").unwrap();
+    let error = runtime.consolidate(&agent, "test").await.unwrap_err();
+    assert_eq!(error.code, crate::error::ErrorCode::BackendUnavailable);
+    runtime
+        .remember(
+            &agent,
+            RememberInput {
+                content: "still writing".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    runtime.shutdown().await.unwrap();
+}

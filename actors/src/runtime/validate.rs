@@ -1,0 +1,169 @@
+//! Input checks shared by the runtime's operations. Every failure is a typed error
+//! naming the field at fault and the limit (with its configuration key) it broke.
+
+use crate::error::{MemoryError, MemoryResult};
+use crate::model::{AgentId, MemoryId};
+
+use super::config::Limits;
+use super::remember::RememberInput;
+
+/// Check one memory to remember against `limits`; errors name the field under `prefix`
+/// (`memories[3].` in a batch).
+pub(super) fn remember_input(
+    limits: &Limits,
+    input: &RememberInput,
+    prefix: &str,
+) -> MemoryResult<()> {
+    let field = |name: &str| format!("{prefix}{name}");
+    if input.content.trim().is_empty() {
+        return Err(MemoryError::invalid(
+            field("content"),
+            "content must not be empty",
+        ));
+    }
+    if input.content.len() > limits.max_content_bytes {
+        return Err(MemoryError::too_large(
+            field("content"),
+            format!(
+                "content is {} bytes; the limit is {} (limits.max_content_bytes)",
+                input.content.len(),
+                limits.max_content_bytes
+            ),
+        ));
+    }
+    if let Some(importance) = input.importance {
+        if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
+            return Err(MemoryError::invalid(
+                field("importance"),
+                "importance must be between 0 and 1",
+            ));
+        }
+    }
+    if let Some(valence) = input.valence {
+        if !(-1.0..=1.0).contains(&valence) || valence.is_nan() {
+            return Err(MemoryError::invalid(
+                field("valence"),
+                "valence must be between -1 and 1",
+            ));
+        }
+    }
+    if let Some(arousal) = input.arousal {
+        if !(0.0..=1.0).contains(&arousal) || arousal.is_nan() {
+            return Err(MemoryError::invalid(
+                field("arousal"),
+                "arousal must be between 0 and 1",
+            ));
+        }
+    }
+    tags(&input.tags, limits, &field("tags"))?;
+    if let Some(title) = &input.title {
+        if title.len() > 1024 {
+            return Err(MemoryError::invalid(
+                field("title"),
+                "title must be at most 1024 bytes",
+            ));
+        }
+    }
+    if let Some(value) = &input.metadata {
+        metadata(value, limits, &field("metadata"))?;
+    }
+    if let Some(source) = &input.source {
+        if source.path.is_empty() || source.hash.is_empty() {
+            return Err(MemoryError::invalid(
+                field("source"),
+                "source needs a non-empty path and hash",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A page size is 1 to `limits.max_result_limit`.
+pub(super) fn limit(limits: &Limits, limit: usize) -> MemoryResult<()> {
+    let max = limits.max_result_limit;
+    if limit == 0 || limit > max {
+        return Err(MemoryError::invalid(
+            "limit",
+            format!("limit must be between 1 and {max} (limits.max_result_limit)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A query is not blank and at most `limits.max_content_bytes`.
+pub(super) fn query(limits: &Limits, query: &str) -> MemoryResult<()> {
+    if query.trim().is_empty() {
+        return Err(MemoryError::invalid("query", "query must not be empty"));
+    }
+    if query.len() > limits.max_content_bytes {
+        return Err(MemoryError::too_large(
+            "query",
+            format!("query is longer than {} bytes", limits.max_content_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// The not-found error of a memory, naming the agent it was looked up for.
+pub(super) fn not_found(id: &MemoryId, agent: Option<&AgentId>) -> MemoryError {
+    match agent {
+        Some(agent) => {
+            MemoryError::not_found(format!("memory {id} does not exist for agent {agent}"))
+        }
+        None => MemoryError::not_found(format!("memory {id} does not exist")),
+    }
+}
+
+/// `error` with `field` unless it names one already.
+pub(super) fn with_field(mut error: MemoryError, field: &str) -> MemoryError {
+    error.field.get_or_insert_with(|| field.to_string());
+    error
+}
+
+/// At most `limits.max_tags` tags, each 1 to `limits.max_tag_bytes` bytes and not blank.
+pub(super) fn tags(tags: &[String], limits: &Limits, field: &str) -> MemoryResult<()> {
+    if tags.len() > limits.max_tags {
+        return Err(MemoryError::invalid(
+            field,
+            format!("at most {} tags are allowed", limits.max_tags),
+        ));
+    }
+    if let Some(bad) = tags
+        .iter()
+        .find(|t| t.trim().is_empty() || t.len() > limits.max_tag_bytes)
+    {
+        return Err(MemoryError::invalid(
+            field,
+            format!(
+                "tag {bad:?} must be 1 to {} bytes and not blank",
+                limits.max_tag_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A JSON object of at most `limits.max_metadata_bytes` bytes.
+pub(super) fn metadata(
+    metadata: &serde_json::Value,
+    limits: &Limits,
+    field: &str,
+) -> MemoryResult<()> {
+    if !metadata.is_object() {
+        return Err(MemoryError::invalid(
+            field,
+            "metadata must be a JSON object",
+        ));
+    }
+    let size = metadata.to_string().len();
+    if size > limits.max_metadata_bytes {
+        return Err(MemoryError::too_large(
+            field,
+            format!(
+                "metadata is {size} bytes; the limit is {} (limits.max_metadata_bytes)",
+                limits.max_metadata_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
