@@ -1,7 +1,7 @@
 //! The domain model: memories, their types and lifecycle, versions, associations,
 //! and the validated identifiers every request carries.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -148,6 +148,22 @@ pub struct SessionRecord {
     pub created_at: DateTime<Utc>,
     /// When the newest message was said.
     pub last_message_at: DateTime<Utc>,
+}
+
+/// Years an instant given by a caller may fall in: what every store can write and read
+/// back (SQLite keeps RFC 3339 text, PostgreSQL `timestamptz`), and where calendar
+/// arithmetic on it cannot overflow.
+pub const INSTANT_YEARS: std::ops::RangeInclusive<i32> = 1..=9999;
+
+/// Refuse an instant outside [`INSTANT_YEARS`] with an error naming `field`.
+pub fn check_instant(field: &str, at: DateTime<Utc>) -> MemoryResult<()> {
+    if INSTANT_YEARS.contains(&at.year()) {
+        return Ok(());
+    }
+    Err(MemoryError::invalid(
+        field,
+        format!("{field} {at} is outside the years 1 to 9999"),
+    ))
 }
 
 /// Check an identifier: 1–128 characters of `[A-Za-z0-9_.:-]`; the error names `field`.

@@ -248,6 +248,9 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
     validate::limit(limits, limit)?;
     validate::query(limits, &input.query)?;
     validate::tags(&input.tags, limits, "tags")?;
+    if let Some(now) = input.now {
+        crate::model::check_instant("now", now)?;
+    }
     if let Some(project) = &input.project_id {
         rt.project(&input.agent_id, project).await?;
     }

@@ -138,6 +138,9 @@ impl Runtime {
             ));
         }
         for (index, input) in inputs.iter().enumerate() {
+            if let Some(at) = input.at {
+                crate::model::check_instant(&format!("messages[{index}].at"), at)?;
+            }
             let field = format!("messages[{index}].content");
             if input.content.trim().is_empty() {
                 return Err(MemoryError::invalid(&field, "a message needs some content"));

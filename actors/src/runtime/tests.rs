@@ -317,3 +317,86 @@ async fn a_child_that_keeps_failing_is_left_down_after_its_restart_budget() {
         .unwrap();
     runtime.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn instants_outside_years_1_to_9999_are_refused_naming_their_field() {
+    use chrono::TimeZone;
+    let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+        .await
+        .unwrap();
+    let agent = AgentId::parse("mallory").unwrap();
+    let too_early = chrono::NaiveDate::from_ymd_opt(-1, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let too_late = Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap();
+    for at in [too_early, too_late, DateTime::<Utc>::MIN_UTC] {
+        let error = runtime
+            .remember(
+                &agent,
+                RememberInput {
+                    content: "staging port".into(),
+                    occurred_at: Some(at),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, crate::error::ErrorCode::InvalidArgument);
+        assert_eq!(error.field.as_deref(), Some("occurred_at"), "{at}");
+        let error = runtime
+            .remember_batch(
+                &agent,
+                vec![
+                    RememberInput {
+                        content: "fine".into(),
+                        ..Default::default()
+                    },
+                    RememberInput {
+                        content: "not fine".into(),
+                        occurred_at: Some(at),
+                        ..Default::default()
+                    },
+                ],
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("memories[1].occurred_at"));
+        let error = runtime
+            .post_session_messages(
+                &agent,
+                &SessionId::parse("s").unwrap(),
+                vec![SessionMessageInput {
+                    role: crate::model::MessageRole::User,
+                    content: "hello".into(),
+                    at: Some(at),
+                }],
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("messages[0].at"));
+        let error = runtime
+            .recall(RecallInput {
+                now: Some(at),
+                ..RecallInput::new(agent.clone(), "staging port")
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("now"));
+    }
+    assert_eq!(runtime.count().await.unwrap(), 0, "nothing was stored");
+    let edge = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap();
+    runtime
+        .remember(
+            &agent,
+            RememberInput {
+                content: "the last second of 9999".into(),
+                occurred_at: Some(edge),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    runtime.shutdown().await.unwrap();
+}

@@ -2,7 +2,7 @@
 //! naming the field at fault and the limit (with its configuration key) it broke.
 
 use crate::error::{MemoryError, MemoryResult};
-use crate::model::{AgentId, MemoryId};
+use crate::model::{check_instant, AgentId, MemoryId};
 
 use super::config::Limits;
 use super::remember::RememberInput;
@@ -15,6 +15,9 @@ pub(super) fn remember_input(
     prefix: &str,
 ) -> MemoryResult<()> {
     let field = |name: &str| format!("{prefix}{name}");
+    if let Some(at) = input.occurred_at {
+        check_instant(&field("occurred_at"), at)?;
+    }
     if input.content.trim().is_empty() {
         return Err(MemoryError::invalid(
             field("content"),
