@@ -480,6 +480,42 @@ impl Runtime {
         self.actors().working.window(agent, session).await
     }
 
+    // ---- sessions ----
+
+    /// Append messages to a session's log (each durable before this returns), then, in
+    /// the background: mine each new user → assistant exchange for memories
+    /// (`sessions.extract`), and compact the session when it passed
+    /// `sessions.compact_at_pct` of `sessions.context_tokens` or an earlier conversation
+    /// in it ended (idle past the TTL).
+    pub async fn post_session_messages(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        inputs: Vec<SessionMessageInput>,
+    ) -> MemoryResult<PostedMessages> {
+        self.post_messages(agent, session, inputs).await
+    }
+
+    /// A session's live window and budget; `not_found` when it has no message. An ended
+    /// conversation found here is compacted in the background.
+    pub async fn session(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<SessionView> {
+        self.view(agent, session).await
+    }
+
+    /// Compact a session now (`through`: the newest message to compact, default all):
+    /// inner thought summarises the uncompacted messages (with the previous summary),
+    /// the history is stored as an episodic memory tagged `archive_summary` in the same
+    /// transaction that moves the session's compaction mark, and the summary replaces
+    /// the window. Idempotent: a concurrent compaction of the same messages commits once.
+    pub async fn compact_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        through: Option<u64>,
+    ) -> MemoryResult<CompactionReport> {
+        self.compact(agent, session, through).await
+    }
+
     // ---- projects ----
 
     /// Create a project of `agent`, or change its name or isolation. Changing

@@ -109,12 +109,9 @@ pub struct CompactionReport {
 }
 
 impl Runtime {
-    /// Append messages to a session's log (each durable before this returns), then, in
-    /// the background: mine each new user → assistant exchange for memories
-    /// (`sessions.extract`), and compact the session when it passed
-    /// `sessions.compact_at_pct` of `sessions.context_tokens` or an earlier conversation
-    /// in it ended (idle past the TTL).
-    pub async fn post_session_messages(
+    /// [`Runtime::post_session_messages`]: validate, append each message, then schedule
+    /// the background work.
+    pub(super) async fn post_messages(
         &self,
         agent: &AgentId,
         session: &SessionId,
@@ -217,9 +214,12 @@ impl Runtime {
         })
     }
 
-    /// A session's live window and budget; `not_found` when it has no message. An ended
-    /// conversation found here is compacted in the background.
-    pub async fn session(&self, agent: &AgentId, session: &SessionId) -> MemoryResult<SessionView> {
+    /// [`Runtime::session`]: the view, and a background compaction of an ended conversation.
+    pub(super) async fn view(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<SessionView> {
         let (record, pending) = self
             .session_log(agent, session)
             .await?
@@ -233,12 +233,8 @@ impl Runtime {
         Ok(view)
     }
 
-    /// Compact a session now (`through`: the newest message to compact, default all):
-    /// inner thought summarises the uncompacted messages (with the previous summary),
-    /// the history is stored as an episodic memory tagged `archive_summary` in the same
-    /// transaction that moves the session's compaction mark, and the summary replaces
-    /// the window. Idempotent: a concurrent compaction of the same messages commits once.
-    pub async fn compact_session(
+    /// [`Runtime::compact_session`]: summarise, commit the archive with the mark, index it.
+    pub(super) async fn compact(
         &self,
         agent: &AgentId,
         session: &SessionId,
@@ -422,7 +418,7 @@ impl Runtime {
         let runtime = self.clone();
         tokio::spawn(async move {
             let (agent, session) = &key;
-            if let Err(error) = runtime.compact_session(agent, session, Some(through)).await {
+            if let Err(error) = runtime.compact(agent, session, Some(through)).await {
                 tracing::warn!(%error, agent = %agent, session = session.as_str(), "session compaction failed; it is retried on the next message");
             }
             if let Ok(mut running) = runtime.inner.compacting.lock() {
@@ -433,7 +429,7 @@ impl Runtime {
     }
 
     /// Run extract_turn on one exchange in the background (failures are logged).
-    pub(crate) fn extract_in_background(
+    fn extract_in_background(
         &self,
         agent: AgentId,
         session: Option<SessionId>,
