@@ -109,6 +109,7 @@ pub(super) async fn put(
             ),
         ));
     }
+    validate::storable_json("value", &input.value)?;
     validate::tags(&input.tags, &rt.inner.config.limits, "tags")?;
     let now = rt.now();
     let expires_at: Option<DateTime<Utc>> = match input.ttl_seconds {
@@ -165,6 +166,7 @@ pub(super) async fn search(
     if query.trim().is_empty() {
         return Err(MemoryError::invalid("query", "query must not be empty"));
     }
+    validate::storable_text("query", query)?;
     if query.len() > limits.max_content_bytes {
         return Err(MemoryError::too_large(
             "query",

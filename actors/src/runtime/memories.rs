@@ -67,12 +67,16 @@ fn validate_patch(rt: &Runtime, patch: &MemoryPatch) -> MemoryResult<()> {
         if content.trim().is_empty() {
             return Err(MemoryError::invalid("content", "content must not be empty"));
         }
+        validate::storable_text("content", content)?;
         if content.len() > limits.max_content_bytes {
             return Err(MemoryError::too_large(
                 "content",
                 format!("content is longer than {} bytes", limits.max_content_bytes),
             ));
         }
+    }
+    if let Some(Some(title)) = &patch.title {
+        validate::storable_text("title", title)?;
     }
     if let Some(importance) = patch.importance {
         if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
@@ -168,9 +172,7 @@ pub(super) async fn forget(
             }
         }
         ForgetTarget::Query { text, limit } => {
-            if text.trim().is_empty() {
-                return Err(MemoryError::invalid("query", "query must not be empty"));
-            }
+            validate::query(&rt.inner.config.limits, &text)?;
             validate::limit(&rt.inner.config.limits, limit)?;
             // Only keyword matches: forgetting by vague similarity would archive the wrong things.
             let query = KeywordQuery {

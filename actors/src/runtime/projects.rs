@@ -34,6 +34,7 @@ pub(super) async fn put(
                 format!("name must be 1 to {MAX_PROJECT_NAME_BYTES} bytes and not blank"),
             ));
         }
+        super::validate::storable_text("name", name)?;
     }
     let now = rt.now();
     let namespaces = &rt.actors().namespaces;

@@ -147,6 +147,7 @@ pub(super) async fn extract_turn(
 ) -> MemoryResult<Vec<RememberOutcome>> {
     let limits = &rt.inner.config.limits;
     for (field, text) in [("user", user), ("assistant", assistant)] {
+        validate::storable_text(field, text)?;
         if text.len() > limits.max_content_bytes {
             return Err(MemoryError::too_large(
                 field,

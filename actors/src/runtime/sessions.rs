@@ -142,6 +142,7 @@ impl Runtime {
             if input.content.trim().is_empty() {
                 return Err(MemoryError::invalid(&field, "a message needs some content"));
             }
+            super::validate::storable_text(&field, &input.content)?;
             if input.content.len() > limits.max_content_bytes {
                 return Err(MemoryError::too_large(
                     &field,

@@ -400,3 +400,85 @@ async fn instants_outside_years_1_to_9999_are_refused_naming_their_field() {
         .unwrap();
     runtime.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn text_no_store_can_keep_is_refused_naming_its_field() {
+    let runtime = Runtime::start(RuntimeParts::in_memory(), config())
+        .await
+        .unwrap();
+    let agent = AgentId::parse("mallory").unwrap();
+    let field_of = |error: MemoryError| {
+        assert_eq!(error.code, crate::error::ErrorCode::InvalidArgument);
+        error.field.unwrap_or_default()
+    };
+    let remember = |input: RememberInput| runtime.remember(&agent, input);
+    let nul = "staging\0port".to_string();
+    let cases = [
+        (
+            RememberInput {
+                content: nul.clone(),
+                ..Default::default()
+            },
+            "content",
+        ),
+        (
+            RememberInput {
+                content: "ok".into(),
+                title: Some(nul.clone()),
+                ..Default::default()
+            },
+            "title",
+        ),
+        (
+            RememberInput {
+                content: "ok".into(),
+                tags: vec![nul.clone()],
+                ..Default::default()
+            },
+            "tags",
+        ),
+        (
+            RememberInput {
+                content: "ok".into(),
+                metadata: Some(serde_json::json!({ "note": { "deep": [nul.clone()] } })),
+                ..Default::default()
+            },
+            "metadata",
+        ),
+        (
+            RememberInput {
+                content: "ok".into(),
+                source: Some(crate::model::SourceRef {
+                    path: "a".repeat(5000),
+                    hash: "h".into(),
+                }),
+                ..Default::default()
+            },
+            "source",
+        ),
+    ];
+    for (input, field) in cases {
+        assert_eq!(field_of(remember(input).await.unwrap_err()), field);
+    }
+    let error = runtime
+        .recall(RecallInput::new(agent.clone(), nul.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(field_of(error), "query");
+    let ns = crate::kv::NamespaceName::parse("plan").unwrap();
+    let error = runtime
+        .kv_put(
+            &agent,
+            &ns,
+            "k",
+            KvPutInput {
+                value: serde_json::json!({ "a\u{0}b": 1 }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(field_of(error), "value");
+    assert_eq!(runtime.count().await.unwrap(), 0);
+    runtime.shutdown().await.unwrap();
+}

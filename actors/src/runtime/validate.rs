@@ -7,6 +7,37 @@ use crate::model::{check_instant, AgentId, MemoryId};
 use super::config::Limits;
 use super::remember::RememberInput;
 
+/// Longest `source.path` in bytes (a path longer than any file system allows is a mistake).
+const MAX_SOURCE_PATH_BYTES: usize = 4096;
+
+/// Text every store can keep: PostgreSQL refuses the NUL character in text and JSON,
+/// so both backends refuse it alike, as a 400 naming the field, before anything is
+/// written (a backend error would read as an outage and be retried forever).
+pub(super) fn storable_text(field: &str, text: &str) -> MemoryResult<()> {
+    if text.contains('\0') {
+        return Err(MemoryError::invalid(
+            field,
+            format!("{field} contains a NUL character (\\u0000), which cannot be stored"),
+        ));
+    }
+    Ok(())
+}
+
+/// [`storable_text`] for every key and string inside a JSON value.
+pub(super) fn storable_json(field: &str, value: &serde_json::Value) -> MemoryResult<()> {
+    match value {
+        serde_json::Value::String(text) => storable_text(field, text),
+        serde_json::Value::Array(items) => items.iter().try_for_each(|v| storable_json(field, v)),
+        serde_json::Value::Object(map) => map.iter().try_for_each(|(key, v)| {
+            storable_text(field, key)?;
+            storable_json(field, v)
+        }),
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+            Ok(())
+        }
+    }
+}
+
 /// Check one memory to remember against `limits`; errors name the field under `prefix`
 /// (`memories[3].` in a batch).
 pub(super) fn remember_input(
@@ -24,6 +55,7 @@ pub(super) fn remember_input(
             "content must not be empty",
         ));
     }
+    storable_text(&field("content"), &input.content)?;
     if input.content.len() > limits.max_content_bytes {
         return Err(MemoryError::too_large(
             field("content"),
@@ -66,6 +98,7 @@ pub(super) fn remember_input(
                 "title must be at most 1024 bytes",
             ));
         }
+        storable_text(&field("title"), title)?;
     }
     if let Some(value) = &input.metadata {
         metadata(value, limits, &field("metadata"))?;
@@ -77,6 +110,16 @@ pub(super) fn remember_input(
                 "source needs a non-empty path and hash",
             ));
         }
+        if source.path.len() > MAX_SOURCE_PATH_BYTES || source.hash.len() > 256 {
+            return Err(MemoryError::invalid(
+                field("source"),
+                format!(
+                    "source.path is at most {MAX_SOURCE_PATH_BYTES} bytes and source.hash at most 256"
+                ),
+            ));
+        }
+        storable_text(&field("source.path"), &source.path)?;
+        storable_text(&field("source.hash"), &source.hash)?;
     }
     Ok(())
 }
@@ -98,6 +141,7 @@ pub(super) fn query(limits: &Limits, query: &str) -> MemoryResult<()> {
     if query.trim().is_empty() {
         return Err(MemoryError::invalid("query", "query must not be empty"));
     }
+    storable_text("query", query)?;
     if query.len() > limits.max_content_bytes {
         return Err(MemoryError::too_large(
             "query",
@@ -133,12 +177,12 @@ pub(super) fn tags(tags: &[String], limits: &Limits, field: &str) -> MemoryResul
     }
     if let Some(bad) = tags
         .iter()
-        .find(|t| t.trim().is_empty() || t.len() > limits.max_tag_bytes)
+        .find(|t| t.trim().is_empty() || t.len() > limits.max_tag_bytes || t.contains('\0'))
     {
         return Err(MemoryError::invalid(
             field,
             format!(
-                "tag {bad:?} must be 1 to {} bytes and not blank",
+                "tag {bad:?} must be 1 to {} bytes, not blank and without NUL characters",
                 limits.max_tag_bytes
             ),
         ));
@@ -158,6 +202,7 @@ pub(super) fn metadata(
             "metadata must be a JSON object",
         ));
     }
+    storable_json(field, metadata)?;
     let size = metadata.to_string().len();
     if size > limits.max_metadata_bytes {
         return Err(MemoryError::too_large(
