@@ -965,6 +965,7 @@ impl Settings {
                 ..SleepSettings::default()
             },
             call_timeout: Duration::from_millis(self.supervisor.call_timeout_ms),
+            embedding: Default::default(),
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
             default_importance: self.memory.default_importance,

@@ -87,6 +87,11 @@ impl<M: Message> Caller<M> {
         }
     }
 
+    /// How long finding a live actor may take.
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
     /// Call the actor, retrying while it is restarting, until the call timeout.
     pub async fn ask<T: Send + 'static>(&self, build: impl Fn(Reply<T>) -> M) -> MemoryResult<T> {
         self.ask_within(None, build).await

@@ -88,6 +88,10 @@ pub struct VectorsArgs {
     pub index: Arc<dyn VectorIndex>,
     /// The system of record, where embeddings are stored durably.
     pub episodic: EpisodicHandle,
+    /// Embedding jobs run at once.
+    pub embed_concurrency: usize,
+    /// Most texts waiting or being embedded before a request is refused with `rate_limited`.
+    pub max_queued_texts: usize,
 }
 
 /// The actor's state.
@@ -98,16 +102,60 @@ pub struct VectorsState {
     index: Arc<dyn VectorIndex>,
     /// The system of record, read by rebuilds.
     episodic: EpisodicHandle,
+    /// Bounds the embedding work in flight.
+    queue: Arc<EmbedQueue>,
 }
 
 /// The vector actor.
 #[derive(Clone)]
 pub struct VectorsActor;
 
+/// The embedder's queue: at most `permits` embedding jobs run at once (so a burst of
+/// batches does not oversubscribe the CPU), and at most `max_queued` texts wait or run;
+/// a request beyond that is refused with `rate_limited` rather than left to time out.
+struct EmbedQueue {
+    /// One permit per embedding job allowed to run at once.
+    permits: tokio::sync::Semaphore,
+    /// Texts accepted and not yet embedded.
+    queued: std::sync::atomic::AtomicUsize,
+    /// Most texts accepted at once (`embedding.max_queued_texts`).
+    max_queued: usize,
+}
+
+impl EmbedQueue {
+    /// Accept `count` more texts, or say how many are already waiting. A request larger
+    /// than the whole queue is accepted when nothing else waits (it cannot fit otherwise).
+    fn admit(&self, count: usize) -> Result<(), usize> {
+        use std::sync::atomic::Ordering;
+        let mut current = self.queued.load(Ordering::Acquire);
+        loop {
+            if current > 0 && current + count > self.max_queued {
+                return Err(current);
+            }
+            match self.queued.compare_exchange(
+                current,
+                current + count,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => current = now,
+            }
+        }
+    }
+    /// `count` accepted texts are done (embedded or failed).
+    fn done(&self, count: usize) {
+        self.queued
+            .fetch_sub(count, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// Embed on blocking threads; a large batch of a cheap embedder is split across cores.
+/// Each part waits for a permit of `queue` first.
 async fn embed_on_blocking_threads(
     embedder: Arc<dyn Embedder>,
     texts: Vec<String>,
+    queue: Arc<EmbedQueue>,
 ) -> MemoryResult<Vec<Vec<f32>>> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = if embedder.parallel_batches() && texts.len() >= 128 {
@@ -119,9 +167,19 @@ async fn embed_on_blocking_threads(
     for part in texts.chunks(chunk) {
         let part = part.to_vec();
         let embedder = embedder.clone();
-        tasks.push(tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = part.iter().map(String::as_str).collect();
-            embedder.embed_batch(&refs)
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = queue
+                .permits
+                .acquire()
+                .await
+                .map_err(|_| MemoryError::internal("the embedding queue was closed"))?;
+            tokio::task::spawn_blocking(move || {
+                let refs: Vec<&str> = part.iter().map(String::as_str).collect();
+                embedder.embed_batch(&refs)
+            })
+            .await
+            .map_err(|e| MemoryError::internal(format!("embedding task failed: {e}")))?
         }));
     }
     let mut vectors = Vec::with_capacity(texts.len());
@@ -132,6 +190,28 @@ async fn embed_on_blocking_threads(
         vectors.extend(part);
     }
     Ok(vectors)
+}
+
+/// Embed `texts` through `queue`, or refuse them when it is full.
+async fn embed_queued(
+    embedder: Arc<dyn Embedder>,
+    texts: Vec<String>,
+    queue: Arc<EmbedQueue>,
+) -> MemoryResult<Vec<Vec<f32>>> {
+    let count = texts.len();
+    if let Err(waiting) = queue.admit(count) {
+        return Err(MemoryError::new(
+            crate::error::ErrorCode::RateLimited,
+            format!(
+                "the embedder is saturated: {waiting} texts are waiting \
+                 (embedding.max_queued_texts is {}); retry in a few seconds",
+                queue.max_queued
+            ),
+        ));
+    }
+    let result = embed_on_blocking_threads(embedder, texts, queue.clone()).await;
+    queue.done(count);
+    result
 }
 
 /// Run many searches on blocking threads, split across cores when there are many.
@@ -217,6 +297,11 @@ impl Actor for VectorsActor {
             embedder: args.embedder,
             index: args.index,
             episodic: args.episodic,
+            queue: Arc::new(EmbedQueue {
+                permits: tokio::sync::Semaphore::new(args.embed_concurrency.max(1)),
+                queued: std::sync::atomic::AtomicUsize::new(0),
+                max_queued: args.max_queued_texts.max(1),
+            }),
         })
     }
 
@@ -229,9 +314,9 @@ impl Actor for VectorsActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             VectorsMsg::Embed { texts, reply } => {
-                let embedder = state.embedder.clone();
+                let (embedder, queue) = (state.embedder.clone(), state.queue.clone());
                 tokio::spawn(async move {
-                    let _ = reply.send(embed_on_blocking_threads(embedder, texts).await);
+                    let _ = reply.send(embed_queued(embedder, texts, queue).await);
                 });
             }
             VectorsMsg::Search { query, reply } => {
@@ -287,13 +372,22 @@ impl Actor for VectorsActor {
 
 /// The typed handle of the vector actor (retries while it restarts).
 #[derive(Clone)]
-pub struct VectorsHandle(pub(crate) Caller<VectorsMsg>);
+pub struct VectorsHandle {
+    /// Finds the running vector actor.
+    pub(crate) caller: Caller<VectorsMsg>,
+    /// Time allowed per text on top of the call timeout before an embedding is given up
+    /// (a guard against a hung embedder; real work is never cut short by a fixed bound).
+    pub(crate) time_per_text: std::time::Duration,
+}
 
 impl VectorsHandle {
-    /// Embed texts (on blocking threads), in order.
+    /// Embed texts (on blocking threads), in order. Waits as long as the work takes:
+    /// the call timeout plus `time_per_text` for each text.
     pub async fn embed(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
-        self.0
-            .ask(|reply| VectorsMsg::Embed {
+        let count = u32::try_from(texts.len()).unwrap_or(u32::MAX);
+        let allowance = self.caller.call_timeout() + self.time_per_text.saturating_mul(count);
+        self.caller
+            .ask_within(Some(allowance), |reply| VectorsMsg::Embed {
                 texts: texts.to_vec(),
                 reply,
             })
@@ -308,7 +402,7 @@ impl VectorsHandle {
     }
     /// Add or replace index entries.
     pub async fn upsert(&self, entries: &[EmbeddingRecord]) -> MemoryResult<()> {
-        self.0
+        self.caller
             .ask(|reply| VectorsMsg::Upsert {
                 entries: entries.to_vec(),
                 reply,
@@ -317,7 +411,7 @@ impl VectorsHandle {
     }
     /// Remove index entries.
     pub async fn remove(&self, ids: &[MemoryId]) -> MemoryResult<()> {
-        self.0
+        self.caller
             .ask(|reply| VectorsMsg::Remove {
                 ids: ids.to_vec(),
                 reply,
@@ -340,7 +434,7 @@ impl VectorsHandle {
     }
     /// Nearest neighbours of `query.vector` in the embedded index.
     pub async fn search(&self, query: &VectorQuery) -> MemoryResult<Vec<(MemoryId, f32)>> {
-        self.0
+        self.caller
             .ask(|reply| VectorsMsg::Search {
                 query: query.clone(),
                 reply,
@@ -355,7 +449,7 @@ impl VectorsHandle {
         if queries.is_empty() {
             return Ok(Vec::new());
         }
-        self.0
+        self.caller
             .ask(|reply| VectorsMsg::SearchMany {
                 queries: queries.to_vec(),
                 reply,
@@ -368,7 +462,7 @@ impl VectorsHandle {
         vector: &[f32],
         ids: &[MemoryId],
     ) -> MemoryResult<Vec<(MemoryId, f32)>> {
-        self.0
+        self.caller
             .ask(|reply| VectorsMsg::Similarity {
                 vector: vector.to_vec(),
                 ids: ids.to_vec(),
@@ -378,11 +472,11 @@ impl VectorsHandle {
     }
     /// Rebuild the index from the system of record; answers the vectors indexed.
     pub async fn rebuild(&self) -> MemoryResult<usize> {
-        self.0.ask(|reply| VectorsMsg::Rebuild { reply }).await
+        self.caller.ask(|reply| VectorsMsg::Rebuild { reply }).await
     }
     /// What the index holds (None when the actor is down or slow).
     pub async fn status(&self) -> Option<IndexStatus> {
-        self.0
+        self.caller
             .try_ask(std::time::Duration::from_secs(2), |reply| {
                 VectorsMsg::Status { reply }
             })

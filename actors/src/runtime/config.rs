@@ -153,6 +153,27 @@ impl Default for SleepSettings {
     }
 }
 
+/// How embedding work is queued.
+#[derive(Debug, Clone, Copy)]
+pub struct EmbedSettings {
+    /// Embedding jobs run at once (default: the number of cores).
+    pub concurrency: usize,
+    /// Most texts waiting or being embedded; a request beyond is `rate_limited` (429).
+    pub max_queued_texts: usize,
+    /// Time allowed per text on top of `call_timeout` before an embedding is given up.
+    pub time_per_text: Duration,
+}
+
+impl Default for EmbedSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_queued_texts: 8192,
+            time_per_text: Duration::from_millis(250),
+        }
+    }
+}
+
 /// Tunables of the runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -170,6 +191,8 @@ pub struct RuntimeConfig {
     pub sleep: SleepSettings,
     /// How long a call waits for an actor (including restarts) before `backend_unavailable`.
     pub call_timeout: Duration,
+    /// The embedder's queue and time allowance.
+    pub embedding: EmbedSettings,
     /// How often expired working-memory sessions are dropped.
     pub working_sweep_interval: Duration,
     /// How often recall reinforcement is written.
@@ -222,6 +245,7 @@ impl Default for RuntimeConfig {
             },
             sleep: SleepSettings::default(),
             call_timeout: Duration::from_secs(10),
+            embedding: EmbedSettings::default(),
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
             default_importance: 0.5,

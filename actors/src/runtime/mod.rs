@@ -43,7 +43,8 @@ use chrono::{DateTime, Utc};
 use ractor::Actor;
 
 pub use config::{
-    CognitionSettings, Limits, RecallSettings, RuntimeConfig, RuntimeParts, SleepSettings,
+    CognitionSettings, EmbedSettings, Limits, RecallSettings, RuntimeConfig, RuntimeParts,
+    SleepSettings,
 };
 pub use graph::ActivatedMemory;
 pub use health::RuntimeHealth;
@@ -172,7 +173,10 @@ impl Runtime {
         let timeout = config.call_timeout;
         let actors = Actors {
             episodic: EpisodicHandle(Caller::new(directory.clone(), ChildKind::Episodic, timeout)),
-            vectors: VectorsHandle(Caller::new(directory.clone(), ChildKind::Vectors, timeout)),
+            vectors: VectorsHandle {
+                caller: Caller::new(directory.clone(), ChildKind::Vectors, timeout),
+                time_per_text: config.embedding.time_per_text,
+            },
             graph: GraphHandle(Caller::new(directory.clone(), ChildKind::Graph, timeout)),
             working: WorkingHandle(Caller::new(directory.clone(), ChildKind::Working, timeout)),
             namespaces: NamespacesHandle(Caller::new(
@@ -688,6 +692,8 @@ fn child_specs(
                 embedder: parts.embedder.clone(),
                 index: parts.vectors.clone(),
                 episodic: actors.episodic.clone(),
+                embed_concurrency: config.embedding.concurrency,
+                max_queued_texts: config.embedding.max_queued_texts,
             },
         ),
         ChildSpec::new(

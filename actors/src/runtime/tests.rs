@@ -482,3 +482,109 @@ async fn text_no_store_can_keep_is_refused_naming_its_field() {
     assert_eq!(runtime.count().await.unwrap(), 0);
     runtime.shutdown().await.unwrap();
 }
+
+/// The built-in embedder, made slow: `per_text` of sleep for each text (a loaded CPU).
+struct SlowEmbedder {
+    /// The model that does the work.
+    inner: crate::embedding::BuiltinEmbedder,
+    /// Time each text takes.
+    per_text: Duration,
+    /// Texts of the largest batch begun so far.
+    largest_begun: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl crate::embedding::Embedder for SlowEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.largest_begun
+            .fetch_max(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(self.per_text * texts.len() as u32);
+        self.inner.embed_batch(texts)
+    }
+}
+
+fn slow_parts(per_text: Duration) -> (RuntimeParts, Arc<std::sync::atomic::AtomicUsize>) {
+    let largest_begun = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let parts = RuntimeParts {
+        embedder: Arc::new(SlowEmbedder {
+            inner: crate::embedding::BuiltinEmbedder::new(256),
+            per_text,
+            largest_begun: largest_begun.clone(),
+        }),
+        ..RuntimeParts::in_memory()
+    };
+    (parts, largest_begun)
+}
+
+fn turns(count: usize, topic: &str) -> Vec<RememberInput> {
+    (0..count)
+        .map(|i| RememberInput {
+            content: format!("turn {i} of the conversation about {topic}"),
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_takes_longer_than_the_call_timeout_is_still_stored() {
+    // 150 texts at 10 ms each: three times the call timeout of `config()` (500 ms).
+    let runtime = Runtime::start(slow_parts(Duration::from_millis(10)).0, config())
+        .await
+        .unwrap();
+    let agent = AgentId::parse("talker").unwrap();
+    let started = Instant::now();
+    let stored = runtime
+        .remember_batch(&agent, turns(150, "rivers"))
+        .await
+        .unwrap();
+    assert!(started.elapsed() > runtime.config().call_timeout);
+    assert_eq!(stored.len(), 150);
+    assert_eq!(runtime.count().await.unwrap(), 150);
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_embedder_refuses_more_work_with_rate_limited_and_loses_nothing() {
+    let mut settings = config();
+    settings.embedding.concurrency = 1;
+    settings.embedding.max_queued_texts = 40;
+    let (parts, largest_begun) = slow_parts(Duration::from_millis(20));
+    let runtime = Runtime::start(parts, settings).await.unwrap();
+    let agent = AgentId::parse("talker").unwrap();
+    let busy = {
+        let (runtime, agent) = (runtime.clone(), agent.clone());
+        tokio::spawn(async move { runtime.remember_batch(&agent, turns(40, "rivers")).await })
+    };
+    // Once the 40 texts are being embedded (800 ms), the queue has no room for 5 more.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while largest_begun.load(std::sync::atomic::Ordering::SeqCst) < 40 {
+        assert!(Instant::now() < deadline, "the batch never began");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let refused = runtime
+        .remember_batch(&agent, turns(5, "grinders"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, crate::error::ErrorCode::RateLimited);
+    assert!(refused.message.contains("embedding.max_queued_texts"));
+    assert_eq!(
+        busy.await.unwrap().unwrap().len(),
+        40,
+        "the accepted batch is stored"
+    );
+    // Once the queue drains the same request goes through.
+    assert_eq!(
+        runtime
+            .remember_batch(&agent, turns(5, "grinders"))
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+    runtime.shutdown().await.unwrap();
+}
