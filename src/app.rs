@@ -77,6 +77,16 @@ impl Services {
         })
     }
 
+    /// The name of the embedding model the vector index holds vectors of (for reports).
+    pub async fn embedder_model(&self) -> String {
+        self.runtime
+            .health()
+            .await
+            .index
+            .map(|i| i.model)
+            .unwrap_or_default()
+    }
+
     /// Flush and stop the runtime, then close the store.
     pub async fn close(self) -> anyhow::Result<()> {
         let flushed = self.runtime.shutdown().await;

@@ -303,12 +303,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     };
     let mut single = single_remembers(&runtime, &agents, &mut text, args, has_projections).await?;
     let mut recall = recalls(&runtime, &agents, &mut text, args).await?;
-    let embedder = runtime
-        .health()
-        .await
-        .index
-        .map(|i| i.model)
-        .unwrap_or_default();
+    let embedder = services.embedder_model().await;
     services.close().await?;
     let restart = restart_and_sleep(settings, args).await?;
 

@@ -16,6 +16,7 @@ use mnemos::contract::{memories, tools};
 use mnemos_actors::Runtime;
 use serde::Serialize;
 
+// The command line (clap reads the `///` texts below as help, so they are the help).
 #[derive(Parser)]
 #[command(
     name = "mnemos",
@@ -35,10 +36,12 @@ struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    // What to do.
     #[command(subcommand)]
     command: Command,
 }
 
+// The subcommands; each one's `///` is its help line.
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP service.
@@ -147,12 +150,14 @@ enum Command {
     },
 }
 
+// The benchmarks `mnemos eval` knows.
 #[derive(Subcommand)]
 enum EvalSuite {
     /// LoCoMo retrieval protocol (see shared/bench/README.md).
     Locomo(mnemos::eval::LocomoArgs),
 }
 
+/// Print `value` as pretty JSON with `--json`, else as the text `text` makes of it.
 fn print<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) {
     if json {
         println!(
@@ -164,6 +169,7 @@ fn print<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) {
     }
 }
 
+/// One memory as a line of text output: id, type, status, time, content, tags.
 fn memory_line(m: &MemoryView) -> String {
     let tags = if m.tags.is_empty() {
         String::new()

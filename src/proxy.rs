@@ -465,6 +465,82 @@ fn upstream_head(upstream: &reqwest::Response) -> (StatusCode, Option<HeaderValu
     (status, content_type)
 }
 
+/// One proxied exchange, to be remembered once the assistant's answer is known.
+struct Exchange {
+    /// The runtime the exchange is written to.
+    runtime: Runtime,
+    /// `proxy.extract`: mine an exchange outside a session with extract_turn.
+    extract: bool,
+    /// Whose memory.
+    agent: AgentId,
+    /// The session named by the caller, whose log takes the exchange.
+    session: Option<SessionId>,
+    /// The latest user message (nothing is remembered without one).
+    user: Option<String>,
+}
+
+impl Exchange {
+    /// Remember the exchange with `assistant`'s answer in the background.
+    fn remember(self, assistant: String) {
+        if let Some(user) = self.user {
+            remember_exchange(
+                self.runtime,
+                self.extract,
+                self.agent,
+                self.session,
+                user,
+                assistant,
+            );
+        }
+    }
+}
+
+/// Forward a streamed answer chunk by chunk as it arrives; remember the exchange after
+/// the last chunk, unless the client left or the stream did not say it was complete.
+fn stream_through(upstream: reqwest::Response, exchange: Exchange) -> Body {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(32);
+    tokio::spawn(async move {
+        let mut transcript = StreamTranscript::default();
+        let mut chunks = upstream.bytes_stream();
+        let mut client_gone = false;
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                Ok(bytes) => {
+                    transcript.feed(&bytes);
+                    if sender.send(Ok(bytes)).await.is_err() {
+                        client_gone = true;
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the upstream stream broke off");
+                    let _ = sender
+                        .send(Err(std::io::Error::other(error.to_string())))
+                        .await;
+                    break;
+                }
+            }
+        }
+        drop(sender);
+        let (text, complete) = transcript.finish();
+        if client_gone || !complete {
+            tracing::debug!(
+                client_gone,
+                complete,
+                "incomplete stream: the exchange is not remembered"
+            );
+            return;
+        }
+        if !text.trim().is_empty() {
+            exchange.remember(text);
+        }
+    });
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    Body::from_stream(stream)
+}
+
 /// `POST /v1/chat/completions`: the memory proxy.
 async fn chat_completions(
     State(state): State<Arc<ProxyState>>,
@@ -513,55 +589,15 @@ async fn chat_completions(
     let upstream = forward.send().await.map_err(upstream_unreachable)?;
     let (status, content_type) = upstream_head(&upstream);
     let succeeded = status.is_success();
-    let runtime = state.runtime.clone();
-    let extract = proxy.settings.extract;
-    let user = plan.user.clone();
-
+    let exchange = Exchange {
+        runtime: state.runtime.clone(),
+        extract: proxy.settings.extract,
+        agent: plan.agent.clone(),
+        session: plan.session.clone(),
+        user: plan.user.clone(),
+    };
     let mut response = if streaming && succeeded {
-        // Forward each chunk as it arrives; remember the exchange after the last one.
-        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(32);
-        let agent = plan.agent.clone();
-        let session = plan.session.clone();
-        tokio::spawn(async move {
-            let mut transcript = StreamTranscript::default();
-            let mut chunks = upstream.bytes_stream();
-            let mut client_gone = false;
-            while let Some(chunk) = chunks.next().await {
-                match chunk {
-                    Ok(bytes) => {
-                        transcript.feed(&bytes);
-                        if sender.send(Ok(bytes)).await.is_err() {
-                            client_gone = true;
-                            break;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "the upstream stream broke off");
-                        let _ = sender
-                            .send(Err(std::io::Error::other(error.to_string())))
-                            .await;
-                        break;
-                    }
-                }
-            }
-            drop(sender);
-            let (text, complete) = transcript.finish();
-            if client_gone || !complete {
-                tracing::debug!(
-                    client_gone,
-                    complete,
-                    "incomplete stream: the exchange is not remembered"
-                );
-                return;
-            }
-            if let (Some(user), false) = (user, text.trim().is_empty()) {
-                remember_exchange(runtime, extract, agent, session, user, text);
-            }
-        });
-        let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|item| (item, receiver))
-        });
-        Response::new(Body::from_stream(stream))
+        Response::new(stream_through(upstream, exchange))
     } else {
         let bytes = upstream.bytes().await.map_err(upstream_unreachable)?;
         if succeeded {
@@ -569,15 +605,8 @@ async fn chat_completions(
                 .ok()
                 .as_ref()
                 .and_then(completion_text);
-            if let (Some(user), Some(answer)) = (user, answer) {
-                remember_exchange(
-                    runtime,
-                    extract,
-                    plan.agent.clone(),
-                    plan.session.clone(),
-                    user,
-                    answer,
-                );
+            if let Some(answer) = answer {
+                exchange.remember(answer);
             }
         } else {
             metrics::counter!("mnemos_proxy_upstream_errors_total", "status" => status.as_u16().to_string()).increment(1);

@@ -110,3 +110,61 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ))
     .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Every `.rs` file under `src/<relative>` (a file or a directory).
+    fn sources(relative: &str) -> Vec<(PathBuf, String)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src")
+            .join(relative);
+        let mut files = Vec::new();
+        let mut pending = vec![path];
+        while let Some(path) = pending.pop() {
+            if path.is_dir() {
+                for entry in std::fs::read_dir(&path).expect("src is readable") {
+                    pending.push(entry.expect("src is readable").path());
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("src is readable");
+                files.push((path, text));
+            }
+        }
+        files
+    }
+
+    /// Whether a source file names module `name` of this crate in code (doc lines aside).
+    fn uses(text: &str, name: &str) -> bool {
+        let needle = format!("crate::{name}");
+        text.lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .any(|line| {
+                line.match_indices(&needle).any(|(at, _)| {
+                    let rest = &line[at + needle.len()..];
+                    !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                })
+            })
+    }
+
+    #[test]
+    fn the_surfaces_depend_on_the_contract_and_never_on_each_other() {
+        let rules: [(&str, &[&str]); 4] = [
+            ("http", &["mcp", "proxy", "router", "app"]),
+            ("mcp.rs", &["http", "proxy", "router", "state", "app"]),
+            ("proxy.rs", &["http", "mcp", "router", "state", "app"]),
+            (
+                "contract",
+                &["http", "mcp", "proxy", "router", "state", "app", "main"],
+            ),
+        ];
+        for (module, forbidden) in rules {
+            for (path, text) in sources(module) {
+                for name in forbidden {
+                    assert!(!uses(&text, name), "{} uses crate::{name}", path.display());
+                }
+            }
+        }
+    }
+}

@@ -116,10 +116,13 @@ pub struct TypeList(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for TypeList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// The two spellings the contract accepts.
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum OneOrMany {
+            /// `"type": "semantic"`.
             One(String),
+            /// `"type": ["semantic", "procedural"]`.
             Many(Vec<String>),
         }
         Ok(match OneOrMany::deserialize(deserializer)? {
