@@ -267,8 +267,8 @@ pub fn mcp_error(error: MemoryError) -> ErrorData {
     ErrorData::new(code, message, data)
 }
 
-/// Build the tool list: each tool's input schema is its request body's schema in the
-/// OpenAPI document, with component references inlined.
+/// Build the tool list: each tool's input schema is its body's schema from
+/// [`input_schemas`] (the same schemas `/openapi.json` shows), with references inlined.
 fn tool_definitions() -> Vec<Tool> {
     let components = input_schemas();
     TOOLS
