@@ -8,33 +8,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use mnemos_actors::clock::SystemClock;
+use mnemos_actors::embedding::Embedder;
+use mnemos_actors::error::MemoryError;
 use mnemos_actors::runtime::RuntimeParts;
-use mnemos_actors::store::memory::InMemoryWorkingStore;
+use mnemos_actors::store::{MemoryStore, Projection};
 use mnemos_actors::Runtime;
 use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::data_dir::DataDirLock;
+use crate::router::RouterParts;
+use crate::state::AppState;
 use crate::store::SystemOfRecord;
-use crate::vectors::HnswVectorIndex;
-
-/// The inner-thought provider of `settings`, and the arbiter when it is enabled.
-fn inner_thought(
-    settings: &Settings,
-) -> (
-    Arc<dyn mnemos_actors::thought::InnerThought>,
-    Option<Arc<dyn mnemos_actors::arbiter::Arbiter>>,
-) {
-    match settings.inner_thought.provider.as_str() {
-        "openai" => {
-            let client = Arc::new(crate::llm::OpenAiThought::new(&settings.inner_thought));
-            let arbiter: Option<Arc<dyn mnemos_actors::arbiter::Arbiter>> =
-                settings.inner_thought.arbiter.then(|| client.clone() as _);
-            (client, arbiter)
-        }
-        _ => (Arc::new(mnemos_actors::thought::RuleThought), None),
-    }
-}
+use crate::vectors::hnsw::HnswVectorIndex;
 
 /// A started runtime with the stores under it.
 pub struct Services {
@@ -61,72 +47,12 @@ impl Services {
                 _ => anyhow::Error::msg(e),
             })?;
         let store = record.memories();
-        let embedder = crate::embedding::from_settings(&settings.embedding)
-            .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
-        let (thought, arbiter) = inner_thought(settings);
-        let mut projections: Vec<Arc<dyn mnemos_actors::store::Projection>> = Vec::new();
-        if settings.graph.backend == "falkordb" {
-            projections.push(Arc::new(
-                crate::graph::falkordb::FalkorProjection::new(
-                    &settings.graph.url,
-                    &settings.graph.name,
-                    std::time::Duration::from_millis(settings.graph.timeout_ms),
-                )
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?,
-            ));
-        }
-        if settings.vectors.backend == "qdrant" {
-            let qdrant = crate::vectors_qdrant::QdrantProjection::new(
-                &settings.vectors.url,
-                &settings.vectors.collection,
-                embedder.dimension(),
-                store.clone(),
-                std::time::Duration::from_millis(settings.vectors.timeout_ms),
-            )
-            .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?;
-            // A collection of the wrong shape refuses to start; an unreachable Qdrant
-            // only leaves the projection behind until it answers.
-            match qdrant.ensure_collection().await {
-                Ok(()) => {}
-                Err(e) if e.code == mnemos_actors::ErrorCode::InvalidArgument => {
-                    anyhow::bail!("{}: {}", e.field.unwrap_or_default(), e.message)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "Qdrant is unreachable; its projection starts behind")
-                }
-            }
-            projections.push(Arc::new(qdrant));
-        }
-        if settings.graph.backend == "neo4j" {
-            projections.push(Arc::new(
-                crate::graph::neo4j::Neo4jProjection::new(
-                    &settings.graph.url,
-                    &settings.graph.user,
-                    &settings.graph.password,
-                    std::time::Duration::from_millis(settings.graph.timeout_ms),
-                )
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message))?,
-            ));
-        }
-        let working: Arc<dyn mnemos_actors::store::WorkingStore> =
-            match settings.working.backend.as_str() {
-                "redis" => Arc::new(
-                    crate::working::RedisWorkingStore::connect(
-                        &settings.working.url,
-                        settings.working.window,
-                        settings.working.ttl_seconds,
-                        std::time::Duration::from_millis(settings.working.timeout_ms),
-                    )
-                    .await
-                    .map_err(|e| {
-                        anyhow::anyhow!("{}: {}", e.field.unwrap_or_default(), e.message)
-                    })?,
-                ),
-                _ => Arc::new(InMemoryWorkingStore::new(
-                    settings.working.window,
-                    settings.working.ttl_seconds,
-                )),
-            };
+        let embedder = crate::embedding::from_settings(&settings.embedding).map_err(keyed_error)?;
+        let (thought, arbiter) = crate::thought::from_settings(&settings.inner_thought);
+        let projections = projections(settings, embedder.as_ref(), &store).await?;
+        let working = crate::working::from_settings(&settings.working)
+            .await
+            .map_err(keyed_error)?;
         let parts = RuntimeParts {
             memories: store.clone(),
             vectors: Arc::new(HnswVectorIndex::new(settings.vectors.hnsw_threshold)),
@@ -151,12 +77,80 @@ impl Services {
         })
     }
 
+    /// The name of the embedding model the vector index holds vectors of (for reports).
+    pub async fn embedder_model(&self) -> String {
+        self.runtime
+            .health()
+            .await
+            .index
+            .map(|i| i.model)
+            .unwrap_or_default()
+    }
+
     /// Flush and stop the runtime, then close the store.
     pub async fn close(self) -> anyhow::Result<()> {
         let flushed = self.runtime.shutdown().await;
         self.record.close().await;
         flushed.map_err(|e| anyhow::anyhow!(e.message))
     }
+}
+
+/// A start-up error naming the settings key at fault (`graph.url: ...`).
+fn keyed_error(error: MemoryError) -> anyhow::Error {
+    anyhow::anyhow!("{}: {}", error.field.unwrap_or_default(), error.message)
+}
+
+/// The external projections the settings name (FalkorDB, Qdrant, Neo4j), in that order.
+async fn projections(
+    settings: &Settings,
+    embedder: &dyn Embedder,
+    store: &Arc<dyn MemoryStore>,
+) -> anyhow::Result<Vec<Arc<dyn Projection>>> {
+    let mut projections: Vec<Arc<dyn Projection>> = Vec::new();
+    if settings.graph.backend == "falkordb" {
+        projections.push(Arc::new(
+            crate::graph::falkordb::FalkorProjection::new(
+                &settings.graph.url,
+                &settings.graph.name,
+                Duration::from_millis(settings.graph.timeout_ms),
+            )
+            .map_err(keyed_error)?,
+        ));
+    }
+    if settings.vectors.backend == "qdrant" {
+        let qdrant = crate::vectors::qdrant::QdrantProjection::new(
+            &settings.vectors.url,
+            &settings.vectors.collection,
+            embedder.dimension(),
+            store.clone(),
+            Duration::from_millis(settings.vectors.timeout_ms),
+        )
+        .map_err(keyed_error)?;
+        // A collection of the wrong shape refuses to start; an unreachable Qdrant
+        // only leaves the projection behind until it answers.
+        match qdrant.ensure_collection().await {
+            Ok(()) => {}
+            Err(e) if e.code == mnemos_actors::ErrorCode::InvalidArgument => {
+                return Err(keyed_error(e))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Qdrant is unreachable; its projection starts behind")
+            }
+        }
+        projections.push(Arc::new(qdrant));
+    }
+    if settings.graph.backend == "neo4j" {
+        projections.push(Arc::new(
+            crate::graph::neo4j::Neo4jProjection::new(
+                &settings.graph.url,
+                &settings.graph.user,
+                &settings.graph.password,
+                Duration::from_millis(settings.graph.timeout_ms),
+            )
+            .map_err(keyed_error)?,
+        ));
+    }
+    Ok(projections)
 }
 
 /// The HTTP application: a bound listener and the services behind it.
@@ -208,20 +202,22 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let state = crate::http::AppState {
+        let server = &self.settings.server;
+        let state = AppState {
             runtime: self.services.runtime.clone(),
-            fault_injection: self.settings.server.fault_injection,
-            metrics: crate::http::metrics_handle(),
+            fault_injection: server.fault_injection,
+            metrics: crate::telemetry::metrics_handle(),
             started: Instant::now(),
-            mcp_allowed_hosts: self.settings.server.mcp_allowed_hosts.clone(),
-            shutdown: tokio_util::sync::CancellationToken::new(),
-            proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
-            project_roots: crate::context::ProjectRoots::new(
-                self.settings.server.project_roots.clone(),
-            ),
+            project_roots: crate::context::ProjectRoots::new(server.project_roots.clone()),
         };
-        let mcp_sessions = state.shutdown.clone();
-        let router = crate::http::router(state, self.settings.server.max_body_bytes);
+        let mcp_sessions = tokio_util::sync::CancellationToken::new();
+        let router = crate::router::router(RouterParts {
+            state,
+            proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
+            mcp_allowed_hosts: server.mcp_allowed_hosts.clone(),
+            max_body_bytes: server.max_body_bytes,
+            shutdown: mcp_sessions.clone(),
+        });
         let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
         let signal = async move {
             shutdown.await;

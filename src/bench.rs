@@ -2,12 +2,14 @@
 //! single remember throughput, recall latency percentiles, ready time after a restart
 //! with the data in place, and peak RSS.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mnemos_actors::model::AgentId;
 use mnemos_actors::runtime::{RecallInput, RememberInput};
+use mnemos_actors::Runtime;
 use serde::Serialize;
 
 use crate::app::Services;
@@ -63,7 +65,7 @@ pub struct BenchReport {
     /// Recall latency p99, ms.
     pub recall_p99_ms: f64,
     /// Mean time per recall stage (stages overlap: vector, keyword and time run in parallel), ms.
-    pub recall_stage_mean_ms: std::collections::BTreeMap<String, f64>,
+    pub recall_stage_mean_ms: BTreeMap<String, f64>,
     /// Time to reopen the data directory and serve (index rebuilt from stored vectors), ms.
     pub ready_after_restart_ms: f64,
     /// One sleep cycle over every agent (provider `none`), seconds.
@@ -237,13 +239,45 @@ pub async fn measure(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Be
     result
 }
 
+/// Figures of the single-remember phase.
+struct SingleFigures {
+    /// Latency of each call, ms.
+    latencies: Vec<f64>,
+    /// Wall time of the whole phase.
+    elapsed: Duration,
+    /// Projection lag sampled every 50 writes, ms.
+    lag_samples: Vec<f64>,
+}
+
+/// Figures of the recall phase.
+struct RecallFigures {
+    /// Latency of each recall, ms.
+    latencies: Vec<f64>,
+    /// Mean time per recall stage, ms.
+    stage_mean_ms: BTreeMap<String, f64>,
+}
+
+/// Figures of the restart and sleep-cycle phase.
+struct RestartFigures {
+    /// Time to reopen the data directory and serve.
+    ready: Duration,
+    /// One sleep cycle over every agent.
+    sleep_cycle: Duration,
+    /// Candidates the sleep cycle examined.
+    processed: u64,
+    /// Candidates it consolidated.
+    consolidated: u64,
+}
+
+/// A runtime error as the benchmark reports it.
+fn failed(error: mnemos_actors::MemoryError) -> anyhow::Error {
+    anyhow::anyhow!(error.message)
+}
+
 async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let services = Services::open(settings).await?;
     let runtime = services.runtime.clone();
-    let existing = runtime
-        .count()
-        .await
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+    let existing = runtime.count().await.map_err(failed)?;
     anyhow::ensure!(
         existing == 0,
         "the benchmark needs an empty store, and {} holds {existing} memories \
@@ -253,10 +287,64 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     let agents: Vec<AgentId> = (0..args.agents)
         .map(|n| AgentId::parse(&format!("bench-agent-{n}")))
         .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+        .map_err(failed)?;
     let mut text = TextGenerator::new(42);
-    let base = chrono::Utc::now() - chrono::Duration::days(365);
 
+    let batch_time = load_batches(&runtime, &agents, &mut text, args).await?;
+    let has_projections = !runtime
+        .projection_status()
+        .await
+        .unwrap_or_default()
+        .is_empty();
+    let projection_drain_seconds = if has_projections {
+        Some(drain_projections(&runtime).await?)
+    } else {
+        None
+    };
+    let mut single = single_remembers(&runtime, &agents, &mut text, args, has_projections).await?;
+    let mut recall = recalls(&runtime, &agents, &mut text, args).await?;
+    let embedder = services.embedder_model().await;
+    services.close().await?;
+    let restart = restart_and_sleep(settings, args).await?;
+
+    single.lag_samples.sort_by(f64::total_cmp);
+    single.latencies.sort_by(f64::total_cmp);
+    recall.latencies.sort_by(f64::total_cmp);
+    Ok(BenchReport {
+        memories: args.memories,
+        agents: args.agents,
+        embedder,
+        batch_per_second: args.memories as f64 / batch_time.as_secs_f64().max(1e-9),
+        single_per_second: args.single as f64 / single.elapsed.as_secs_f64().max(1e-9),
+        single_p50_ms: percentile(&single.latencies, 50.0),
+        single_p99_ms: percentile(&single.latencies, 99.0),
+        recall_p50_ms: percentile(&recall.latencies, 50.0),
+        recall_p95_ms: percentile(&recall.latencies, 95.0),
+        recall_p99_ms: percentile(&recall.latencies, 99.0),
+        recall_stage_mean_ms: recall.stage_mean_ms,
+        ready_after_restart_ms: restart.ready.as_secs_f64() * 1000.0,
+        sleep_cycle_seconds: restart.sleep_cycle.as_secs_f64(),
+        sleep_cycle_processed: restart.processed,
+        sleep_cycle_consolidated: restart.consolidated,
+        peak_rss_mib: peak_rss_mib(),
+        backends: format!(
+            "store {}, working {}, graph {}",
+            settings.storage.backend, settings.working.backend, settings.graph.backend
+        ),
+        projection_lag_p95_ms: has_projections.then(|| percentile(&single.lag_samples, 95.0)),
+        projection_drain_seconds,
+    })
+}
+
+/// Load `args.memories` memories through remember_batch, agent by agent; the time spent
+/// inside the calls.
+async fn load_batches(
+    runtime: &Runtime,
+    agents: &[AgentId],
+    text: &mut TextGenerator,
+    args: &BenchArgs,
+) -> anyhow::Result<Duration> {
+    let base = chrono::Utc::now() - chrono::Duration::days(365);
     let progress = bar(args.memories, "batch");
     let mut loaded = 0usize;
     let mut batch_time = Duration::ZERO;
@@ -280,36 +368,41 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         runtime
             .remember_batch(agent, inputs)
             .await
-            .map_err(|e| anyhow::anyhow!(e.message))?;
+            .map_err(failed)?;
         batch_time += started.elapsed();
         loaded += size;
         progress.set_position(loaded as u64);
     }
     progress.finish();
-    let has_projections = !runtime
-        .projection_status()
-        .await
-        .unwrap_or_default()
-        .is_empty();
-    let drain_started = Instant::now();
-    let projection_drain_seconds = if has_projections {
-        loop {
-            let status = runtime.projection_status().await.unwrap_or_default();
-            if status.iter().all(|p| p.lag_entries == 0 && p.state == "up") {
-                break Some(drain_started.elapsed().as_secs_f64());
-            }
-            if drain_started.elapsed() > Duration::from_secs(600) {
-                anyhow::bail!("projections did not catch up within 10 minutes: {status:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    } else {
-        None
-    };
+    Ok(batch_time)
+}
 
+/// Wait until every projection has applied the whole outbox; the seconds it took.
+async fn drain_projections(runtime: &Runtime) -> anyhow::Result<f64> {
+    let drain_started = Instant::now();
+    loop {
+        let status = runtime.projection_status().await.unwrap_or_default();
+        if status.iter().all(|p| p.lag_entries == 0 && p.state == "up") {
+            return Ok(drain_started.elapsed().as_secs_f64());
+        }
+        if drain_started.elapsed() > Duration::from_secs(600) {
+            anyhow::bail!("projections did not catch up within 10 minutes: {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Time `args.single` sequential remember calls, sampling projection lag every 50.
+async fn single_remembers(
+    runtime: &Runtime,
+    agents: &[AgentId],
+    text: &mut TextGenerator,
+    args: &BenchArgs,
+    has_projections: bool,
+) -> anyhow::Result<SingleFigures> {
     let progress = bar(args.single, "single");
     let mut lag_samples: Vec<f64> = Vec::new();
-    let mut single_latencies = Vec::with_capacity(args.single);
+    let mut latencies = Vec::with_capacity(args.single);
     let single_started = Instant::now();
     for n in 0..args.single {
         let input = RememberInput {
@@ -320,8 +413,8 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         runtime
             .remember(&agents[n % agents.len()], input)
             .await
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        single_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            .map_err(failed)?;
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
         if has_projections && n % 50 == 49 {
             if let Ok(status) = runtime.projection_status().await {
                 lag_samples.extend(status.iter().map(|p| p.lag_seconds * 1000.0));
@@ -329,12 +422,25 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         }
         progress.inc(1);
     }
-    let single_elapsed = single_started.elapsed();
+    let elapsed = single_started.elapsed();
     progress.finish();
+    Ok(SingleFigures {
+        latencies,
+        elapsed,
+        lag_samples,
+    })
+}
 
+/// Time `args.queries` recalls and sum each stage's time.
+async fn recalls(
+    runtime: &Runtime,
+    agents: &[AgentId],
+    text: &mut TextGenerator,
+    args: &BenchArgs,
+) -> anyhow::Result<RecallFigures> {
     let progress = bar(args.queries, "recall");
-    let mut recall_latencies = Vec::with_capacity(args.queries);
-    let mut stage_totals: std::collections::BTreeMap<&'static str, f64> = Default::default();
+    let mut latencies = Vec::with_capacity(args.queries);
+    let mut stage_totals: BTreeMap<&'static str, f64> = Default::default();
     for n in 0..args.queries {
         let query = text.sentence(3, 8);
         let started = Instant::now();
@@ -344,26 +450,30 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
                 ..RecallInput::new(agents[n % agents.len()].clone(), query)
             })
             .await
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        recall_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            .map_err(failed)?;
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
         for (stage, ms) in outcome.timings_ms {
             *stage_totals.entry(stage).or_insert(0.0) += ms;
         }
         progress.inc(1);
     }
     progress.finish();
-    let embedder = runtime
-        .health()
-        .await
-        .index
-        .map(|i| i.model)
-        .unwrap_or_default();
-    let recall_stage_mean_ms = stage_totals
+    let stage_mean_ms = stage_totals
         .into_iter()
         .map(|(k, v)| (k.to_string(), v / args.queries as f64))
         .collect();
-    services.close().await?;
+    Ok(RecallFigures {
+        latencies,
+        stage_mean_ms,
+    })
+}
 
+/// Reopen the data directory (the index is rebuilt from stored vectors), check every
+/// vector came back, and run one full sleep cycle as the scheduler runs it (lease included).
+async fn restart_and_sleep(
+    settings: &Settings,
+    args: &BenchArgs,
+) -> anyhow::Result<RestartFigures> {
     let started = Instant::now();
     let reopened = Services::open(settings).await?;
     let ready = started.elapsed();
@@ -378,7 +488,6 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         indexed >= args.memories,
         "after restart only {indexed} vectors were indexed"
     );
-    // One full sleep cycle over every agent, as the scheduler runs it (lease included).
     let started = Instant::now();
     let runs = reopened
         .runtime
@@ -387,39 +496,15 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
             chrono::Utc::now(),
         )
         .await
-        .map_err(|e| anyhow::anyhow!(e.message))?
+        .map_err(failed)?
         .unwrap_or_default();
     let sleep_cycle = started.elapsed();
-    let sleep_cycle_processed: u64 = runs.iter().map(|r| u64::from(r.processed)).sum();
-    let sleep_cycle_consolidated: u64 = runs.iter().map(|r| u64::from(r.consolidated)).sum();
     reopened.close().await?;
-    lag_samples.sort_by(f64::total_cmp);
-
-    single_latencies.sort_by(f64::total_cmp);
-    recall_latencies.sort_by(f64::total_cmp);
-    Ok(BenchReport {
-        memories: args.memories,
-        agents: args.agents,
-        embedder,
-        batch_per_second: args.memories as f64 / batch_time.as_secs_f64().max(1e-9),
-        single_per_second: args.single as f64 / single_elapsed.as_secs_f64().max(1e-9),
-        single_p50_ms: percentile(&single_latencies, 50.0),
-        single_p99_ms: percentile(&single_latencies, 99.0),
-        recall_p50_ms: percentile(&recall_latencies, 50.0),
-        recall_p95_ms: percentile(&recall_latencies, 95.0),
-        recall_p99_ms: percentile(&recall_latencies, 99.0),
-        recall_stage_mean_ms,
-        ready_after_restart_ms: ready.as_secs_f64() * 1000.0,
-        sleep_cycle_seconds: sleep_cycle.as_secs_f64(),
-        sleep_cycle_processed,
-        sleep_cycle_consolidated,
-        peak_rss_mib: peak_rss_mib(),
-        backends: format!(
-            "store {}, working {}, graph {}",
-            settings.storage.backend, settings.working.backend, settings.graph.backend
-        ),
-        projection_lag_p95_ms: has_projections.then(|| percentile(&lag_samples, 95.0)),
-        projection_drain_seconds,
+    Ok(RestartFigures {
+        ready,
+        sleep_cycle,
+        processed: runs.iter().map(|r| u64::from(r.processed)).sum(),
+        consolidated: runs.iter().map(|r| u64::from(r.consolidated)).sum(),
     })
 }
 

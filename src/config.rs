@@ -11,6 +11,7 @@ use mnemos_actors::policy::consolidation::PromotePolicy;
 use mnemos_actors::policy::retention::RetentionPolicy;
 use mnemos_actors::policy::schedule::{Schedule, ScheduleZone};
 use mnemos_actors::runtime::CognitionSettings;
+use mnemos_actors::runtime::{KvSettings, RecallSettings};
 use mnemos_actors::runtime::{Limits, RuntimeConfig, SleepSettings};
 use mnemos_actors::supervisor::RestartPolicy;
 use serde::Deserialize;
@@ -44,16 +45,16 @@ pub struct Settings {
     pub memory: MemorySettings,
     /// Retention curve.
     pub retention: RetentionSettings,
-    /// Recall fusion.
-    pub recall: RecallConfig,
+    /// Recall fusion: the runtime's own settings, read from `[recall]` key for key.
+    pub recall: RecallSettings,
     /// Deduplication.
     pub dedup: DedupSettings,
     /// Contradiction detection.
     pub contradiction: ContradictionSettings,
     /// Mining exchanges for memories (`extract_turn`).
     pub extraction: ExtractionSettings,
-    /// KV namespaces.
-    pub namespaces: NamespacesConfig,
+    /// Bounds of KV namespaces: the runtime's own settings, read from `[namespaces]`.
+    pub namespaces: KvSettings,
     /// Session message logs, windows and compaction.
     pub sessions: SessionsConfig,
     /// The OpenAI-compatible memory proxy.
@@ -208,42 +209,6 @@ pub struct RetentionSettings {
     pub scale_days: f64,
 }
 
-/// `[recall]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecallConfig {
-    /// Vector retriever weight.
-    pub vector_weight: f64,
-    /// Keyword retriever weight.
-    pub keyword_weight: f64,
-    /// Time retriever weight.
-    pub time_weight: f64,
-    /// Graph/session neighbour weight.
-    pub neighbour_weight: f64,
-    /// Hits expanded with neighbours.
-    pub expansion_seeds: usize,
-    /// Session neighbours per side.
-    pub session_radius: usize,
-    /// Re-rank by importance, retention, session and scope.
-    pub rerank: bool,
-    /// Weight of the request session's working memory.
-    pub working_weight: f64,
-    /// Weight of the feedback-expanded BM25 pass.
-    pub feedback_weight: f64,
-    /// Top keyword hits feedback terms come from.
-    pub feedback_documents: usize,
-    /// Most feedback terms added.
-    pub feedback_terms: usize,
-    /// Penalty per hit already taken from the same session (0 turns it off).
-    pub session_diversity: f64,
-    /// Score multiplier (1 + this) for memories attributed to someone the query names.
-    pub speaker_boost: f64,
-    /// Compare the question's topic without the names of the speakers it names.
-    pub topic_without_speakers: bool,
-    /// Recently asked questions whose vectors are kept (0 keeps none).
-    pub question_cache: usize,
-}
-
 /// `[dedup]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -266,20 +231,6 @@ pub struct ContradictionSettings {
 pub struct ExtractionSettings {
     /// Most memories one `extract_turn` call stores.
     pub max_memories_per_turn: usize,
-}
-
-/// `[namespaces]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NamespacesConfig {
-    /// `max_entries` of a namespace created by its first put.
-    pub default_max_entries: usize,
-    /// Largest `max_entries` a namespace may be given.
-    pub max_entries_limit: usize,
-    /// Largest value (as JSON) in bytes.
-    pub max_value_bytes: usize,
-    /// Longest key in bytes.
-    pub max_key_bytes: usize,
 }
 
 /// `[sessions]`.
@@ -480,8 +431,30 @@ impl Settings {
             .expect("config/default.toml deserializes into Settings")
     }
 
-    /// Check values the types alone cannot.
+    /// Check values the types alone cannot, section by section; the first bad value
+    /// found is the error, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_server()?;
+        self.validate_storage()?;
+        self.validate_embedding()?;
+        self.validate_vectors()?;
+        self.validate_graph()?;
+        self.validate_projector()?;
+        self.validate_working()?;
+        self.validate_sessions_and_proxy()?;
+        self.validate_limits()?;
+        self.validate_recall()?;
+        self.validate_similarity()?;
+        self.schedules()?;
+        self.validate_cognition()?;
+        self.validate_inner_thought()?;
+        self.validate_supervisor()?;
+        self.validate_log()?;
+        Ok(())
+    }
+
+    /// `[server]`: the listen address and the body limit.
+    fn validate_server(&self) -> Result<(), ConfigError> {
         if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
             return Err(bad(
                 "server.bind",
@@ -494,6 +467,11 @@ impl Settings {
         if self.server.max_body_bytes < 1024 {
             return Err(bad("server.max_body_bytes", "must be at least 1024"));
         }
+        Ok(())
+    }
+
+    /// `[storage]`: a known backend, and a PostgreSQL URL when it is `postgres`.
+    fn validate_storage(&self) -> Result<(), ConfigError> {
         match self.storage.backend.as_str() {
             "sqlite" => {}
             "postgres" => {
@@ -521,6 +499,11 @@ impl Settings {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// `[embedding]`: a known provider, its model directory, the built-in dimension.
+    fn validate_embedding(&self) -> Result<(), ConfigError> {
         match self.embedding.provider.as_str() {
             "builtin" => {}
             "local" => {
@@ -541,6 +524,11 @@ impl Settings {
                 "must be between 8 and 4096",
             ));
         }
+        Ok(())
+    }
+
+    /// `[vectors]`: a known backend, Qdrant's URL and collection, the HNSW threshold.
+    fn validate_vectors(&self) -> Result<(), ConfigError> {
         match self.vectors.backend.as_str() {
             "embedded" => {}
             "qdrant" => {
@@ -572,6 +560,11 @@ impl Settings {
         if self.vectors.hnsw_threshold < 100 {
             return Err(bad("vectors.hnsw_threshold", "must be at least 100"));
         }
+        Ok(())
+    }
+
+    /// `[graph]`: a known backend and the URL its server speaks.
+    fn validate_graph(&self) -> Result<(), ConfigError> {
         match self.graph.backend.as_str() {
             "sql" => {}
             "falkordb" => {
@@ -614,6 +607,11 @@ impl Settings {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// `[projector]`: positive intervals, batch and retry delays.
+    fn validate_projector(&self) -> Result<(), ConfigError> {
         for (key, value) in [
             ("projector.interval_ms", self.projector.interval_ms),
             ("projector.batch", self.projector.batch as u64),
@@ -627,6 +625,11 @@ impl Settings {
                 return Err(bad(key, "must be at least 1"));
             }
         }
+        Ok(())
+    }
+
+    /// `[working]`: a known backend, a Redis URL for `redis`, a positive window and TTL.
+    fn validate_working(&self) -> Result<(), ConfigError> {
         match self.working.backend.as_str() {
             "memory" => {}
             "redis" => {
@@ -659,6 +662,11 @@ impl Settings {
         if self.working.ttl_seconds == 0 {
             return Err(bad("working.ttl_seconds", "must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// `[sessions]` and `[proxy]`: positive sizes, a compaction point in (0, 1], an http(s) upstream.
+    fn validate_sessions_and_proxy(&self) -> Result<(), ConfigError> {
         for (key, value) in [
             ("sessions.window", self.sessions.window as u64),
             ("sessions.ttl_seconds", self.sessions.ttl_seconds),
@@ -690,6 +698,11 @@ impl Settings {
                 "must start with http:// or https:// (e.g. http://127.0.0.1:8080/v1)",
             ));
         }
+        Ok(())
+    }
+
+    /// `[limits]`, `[extraction]` and `[namespaces]`: positive bounds, a default within the limit.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         for (key, value) in [
             ("limits.max_content_bytes", self.limits.max_content_bytes),
             ("limits.max_batch", self.limits.max_batch),
@@ -724,6 +737,11 @@ impl Settings {
                 "must not exceed namespaces.max_entries_limit",
             ));
         }
+        Ok(())
+    }
+
+    /// `[memory]` and `[recall]`: importance in 0..1, weights in 0..10, expansion and cache bounds.
+    fn validate_recall(&self) -> Result<(), ConfigError> {
         if !(0.0..=1.0).contains(&self.memory.default_importance) {
             return Err(bad("memory.default_importance", "must be between 0 and 1"));
         }
@@ -764,6 +782,11 @@ impl Settings {
                 "must be at most 100000 questions (each keeps up to 1 KiB of text and its vector)",
             ));
         }
+        Ok(())
+    }
+
+    /// `[dedup]`, `[contradiction]` and `[retention]`: thresholds in range, a positive time scale.
+    fn validate_similarity(&self) -> Result<(), ConfigError> {
         if !(0.5..=1.0).contains(&self.dedup.threshold) {
             return Err(bad("dedup.threshold", "must be between 0.5 and 1"));
         }
@@ -781,7 +804,11 @@ impl Settings {
                 "must be a positive number of days",
             ));
         }
-        self.schedules()?;
+        Ok(())
+    }
+
+    /// `[cognition]` and `[archival]` beyond the schedules: cluster parameters, promotion, lease, idle hours.
+    fn validate_cognition(&self) -> Result<(), ConfigError> {
         if self.cognition.purge_after_days < 0 {
             return Err(bad(
                 "cognition.purge_after_days",
@@ -835,6 +862,11 @@ impl Settings {
         if self.archival.idle_hours < 0 {
             return Err(bad("archival.idle_hours", "must be 0 or more hours"));
         }
+        Ok(())
+    }
+
+    /// `[inner_thought]`: a known provider, its URL and model, positive timeout and token budget.
+    fn validate_inner_thought(&self) -> Result<(), ConfigError> {
         match self.inner_thought.provider.as_str() {
             "none" => {}
             "openai" => {
@@ -870,6 +902,11 @@ impl Settings {
         if !(0.0..=2.0).contains(&self.inner_thought.temperature) {
             return Err(bad("inner_thought.temperature", "must be in 0..2"));
         }
+        Ok(())
+    }
+
+    /// `[supervisor]`: a restart budget, ordered backoffs, a call timeout of at least 100 ms.
+    fn validate_supervisor(&self) -> Result<(), ConfigError> {
         if self.supervisor.max_restarts == 0 {
             return Err(bad("supervisor.max_restarts", "must be at least 1"));
         }
@@ -884,6 +921,11 @@ impl Settings {
         if self.supervisor.call_timeout_ms < 100 {
             return Err(bad("supervisor.call_timeout_ms", "must be at least 100"));
         }
+        Ok(())
+    }
+
+    /// `[log]`: a tracing filter and a known format.
+    fn validate_log(&self) -> Result<(), ConfigError> {
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return Err(bad(
                 "log.level",
@@ -969,23 +1011,7 @@ impl Settings {
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
             default_importance: self.memory.default_importance,
-            recall: mnemos_actors::runtime::RecallSettings {
-                vector_weight: self.recall.vector_weight,
-                keyword_weight: self.recall.keyword_weight,
-                time_weight: self.recall.time_weight,
-                neighbour_weight: self.recall.neighbour_weight,
-                expansion_seeds: self.recall.expansion_seeds,
-                session_radius: self.recall.session_radius,
-                rerank: self.recall.rerank,
-                working_weight: self.recall.working_weight,
-                feedback_weight: self.recall.feedback_weight,
-                feedback_documents: self.recall.feedback_documents,
-                feedback_terms: self.recall.feedback_terms,
-                session_diversity: self.recall.session_diversity,
-                speaker_boost: self.recall.speaker_boost,
-                topic_without_speakers: self.recall.topic_without_speakers,
-                question_cache: self.recall.question_cache,
-            },
+            recall: self.recall,
             dedup_threshold: self.dedup.threshold,
             contradiction_min_similarity: self.contradiction.min_similarity,
             arbiter_timeout: Duration::from_millis(self.inner_thought.timeout_ms),
@@ -996,12 +1022,7 @@ impl Settings {
                 Duration::from_millis(self.projector.retry_initial_ms),
                 Duration::from_millis(self.projector.retry_max_ms),
             ),
-            kv: mnemos_actors::runtime::KvSettings {
-                default_max_entries: self.namespaces.default_max_entries,
-                max_entries_limit: self.namespaces.max_entries_limit,
-                max_value_bytes: self.namespaces.max_value_bytes,
-                max_key_bytes: self.namespaces.max_key_bytes,
-            },
+            kv: self.namespaces,
             sessions: mnemos_actors::policy::session::SessionSettings {
                 window: self.sessions.window,
                 ttl: chrono::Duration::seconds(

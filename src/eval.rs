@@ -540,12 +540,7 @@ async fn evaluate_in(
             dump.sample(&runtime, &agent, sample, &id_to_dia).await?;
         }
     }
-    let embedder = runtime
-        .health()
-        .await
-        .index
-        .map(|i| i.model)
-        .unwrap_or_default();
+    let embedder = services.embedder_model().await;
     services.close().await?;
     let mut by_category = BTreeMap::new();
     for category in 1..=4u8 {

@@ -1,23 +1,27 @@
 //! # mnemos
 //!
-//! The service around the [`mnemos_actors`] runtime: configuration, the embedded
-//! backends (SQLite, the HNSW vector index, the candle embedder), start-up, the REST
-//! surface, and the benchmark and evaluation harnesses used by the CLI.
+//! The service around the [`mnemos_actors`] runtime: configuration, the backend
+//! adapters (SQLite and PostgreSQL, the HNSW index and Qdrant, Redis, FalkorDB and
+//! Neo4j, the candle embedder, the OpenAI-compatible inner thought), start-up, the one
+//! contract layer and the surfaces over it (REST, MCP, the memory proxy; the CLI is
+//! `src/main.rs`), and the benchmark and evaluation harnesses.
 
 pub mod app;
 pub mod bench;
 pub mod config;
 pub mod context;
+pub mod contract;
 pub mod data_dir;
 pub mod embedding;
 pub mod eval;
 pub mod graph;
 pub mod http;
-pub mod llm;
 pub mod mcp;
 pub mod proxy;
+pub mod router;
+pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod thought;
 pub mod vectors;
-pub mod vectors_qdrant;
 pub mod working;

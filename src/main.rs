@@ -8,14 +8,15 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use mnemos::app::{shutdown_signal, Application, Services};
 use mnemos::config::Settings;
-use mnemos::http::wire::{
-    HistoryResponse, ListResponse, MemoryView, RecallResponse, RememberResponse, RunView,
+use mnemos::contract::wire::{
+    AgentBody, ForgetBody, ForgetResponse, HistoryBody, HistoryResponse, ListParams, ListResponse,
+    MemoryView, RecallBody, RecallResponse, RememberBody, RememberResponse, RunView,
 };
-use mnemos_actors::model::{AgentId, MemoryId, MemoryStatus, MemoryType, SessionId};
-use mnemos_actors::runtime::{ForgetTarget, RecallInput, RememberInput};
-use mnemos_actors::store::ListQuery;
+use mnemos::contract::{memories, tools};
+use mnemos_actors::Runtime;
 use serde::Serialize;
 
+// The command line (clap reads the `///` texts below as help, so they are the help).
 #[derive(Parser)]
 #[command(
     name = "mnemos",
@@ -35,10 +36,12 @@ struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    // What to do.
     #[command(subcommand)]
     command: Command,
 }
 
+// The subcommands; each one's `///` is its help line.
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP service.
@@ -147,12 +150,14 @@ enum Command {
     },
 }
 
+// The benchmarks `mnemos eval` knows.
 #[derive(Subcommand)]
 enum EvalSuite {
     /// LoCoMo retrieval protocol (see shared/bench/README.md).
     Locomo(mnemos::eval::LocomoArgs),
 }
 
+/// Print `value` as pretty JSON with `--json`, else as the text `text` makes of it.
 fn print<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) {
     if json {
         println!(
@@ -164,6 +169,7 @@ fn print<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) {
     }
 }
 
+/// One memory as a line of text output: id, type, status, time, content, tags.
 fn memory_line(m: &MemoryView) -> String {
     let tags = if m.tags.is_empty() {
         String::new()
@@ -181,8 +187,18 @@ fn memory_line(m: &MemoryView) -> String {
     )
 }
 
+/// The CLI flag that carries a wire field, so an error names what the user typed.
+fn flag_of(field: String) -> String {
+    match field.as_str() {
+        "type" => "--type".to_string(),
+        "status" => "--status".to_string(),
+        _ => field,
+    }
+}
+
+/// A contract error as the CLI prints it: code, the flag at fault, the message.
 fn user_error(e: mnemos_actors::MemoryError) -> anyhow::Error {
-    match e.field {
+    match e.field.map(flag_of) {
         Some(field) => anyhow::anyhow!("{} ({}): {}", e.code.as_str(), field, e.message),
         None => anyhow::anyhow!("{}: {}", e.code.as_str(), e.message),
     }
@@ -243,6 +259,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Run one of the commands that work on an opened data directory.
 async fn run_command(services: &Services, command: Command, json: bool) -> anyhow::Result<()> {
     let runtime = &services.runtime;
     match command {
@@ -254,67 +271,29 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             session,
             content,
         } => {
-            let agent = AgentId::parse(&agent).map_err(user_error)?;
-            let input = RememberInput {
+            let body = RememberBody {
+                agent_id: agent,
                 content,
-                memory_type: memory_type
-                    .as_deref()
-                    .map(|t| MemoryType::parse("--type", t))
-                    .transpose()
-                    .map_err(user_error)?,
+                memory_type,
+                title: None,
                 importance,
-                tags,
-                session_id: session
-                    .as_deref()
-                    .map(SessionId::parse)
-                    .transpose()
-                    .map_err(user_error)?,
-                ..Default::default()
+                tags: Some(tags),
+                session_id: session,
+                project_id: None,
+                occurred_at: None,
+                shared: None,
+                metadata: None,
+                source: None,
+                valence: None,
+                arousal: None,
             };
-            let outcome = runtime.remember(&agent, input).await.map_err(user_error)?;
-            let response = RememberResponse::from(outcome);
-            print(json, &response, |r| {
-                format!(
-                    "remembered {} as {} ({})",
-                    r.memory.id, r.routing.memory_type, r.routing.reason
-                )
-            });
+            remember(runtime, body, json).await
         }
         Command::Recall {
             agent,
             limit,
             query,
-        } => {
-            let agent = AgentId::parse(&agent).map_err(user_error)?;
-            let outcome = runtime
-                .recall(RecallInput {
-                    limit: Some(limit),
-                    ..RecallInput::new(agent, query)
-                })
-                .await
-                .map_err(user_error)?;
-            let response = RecallResponse::from_outcome(outcome, false);
-            print(json, &response, |r| {
-                let mut out: Vec<String> = r
-                    .results
-                    .iter()
-                    .map(|h| {
-                        format!(
-                            "{:.3}  {}  ({})",
-                            h.score,
-                            memory_line(&h.memory),
-                            h.matched_by.join("+")
-                        )
-                    })
-                    .collect();
-                out.push(format!(
-                    "{} results in {:.2} ms",
-                    r.results.len(),
-                    r.took_ms
-                ));
-                out.join("\n")
-            });
-        }
+        } => recall(runtime, agent, query, limit, json).await,
         Command::List {
             agent,
             memory_type,
@@ -322,36 +301,16 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             limit,
             cursor,
         } => {
-            let query = ListQuery {
-                agent_id: Some(AgentId::parse(&agent).map_err(user_error)?),
-                memory_type: memory_type
-                    .as_deref()
-                    .map(|t| MemoryType::parse("--type", t))
-                    .transpose()
-                    .map_err(user_error)?,
-                status: status
-                    .as_deref()
-                    .map(|s| MemoryStatus::parse("--status", s))
-                    .transpose()
-                    .map_err(user_error)?,
+            let params = ListParams {
+                agent_id: Some(agent),
+                memory_type,
+                status,
                 tag: None,
-                limit,
-                cursor: cursor.map(MemoryId),
-                occurred: None,
+                limit: Some(limit),
+                cursor,
                 project_id: None,
             };
-            let (memories, next) = runtime.list(query).await.map_err(user_error)?;
-            let response = ListResponse {
-                memories: memories.into_iter().map(Into::into).collect(),
-                next_cursor: next.map(|i| i.0),
-            };
-            print(json, &response, |r| {
-                let mut out: Vec<String> = r.memories.iter().map(memory_line).collect();
-                if let Some(next) = &r.next_cursor {
-                    out.push(format!("more: --cursor {next}"));
-                }
-                out.join("\n")
-            });
+            list(runtime, params, json).await
         }
         Command::Forget {
             agent,
@@ -359,143 +318,31 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             query,
             dry_run,
         } => {
-            let agent = AgentId::parse(&agent).map_err(user_error)?;
-            let target = match (id, query) {
-                (Some(id), _) => ForgetTarget::Id(MemoryId(id)),
-                (None, Some(text)) => ForgetTarget::Query { text, limit: 10 },
-                (None, None) => anyhow::bail!("give --id or --query"),
+            if id.is_none() && query.is_none() {
+                anyhow::bail!("give --id or --query");
+            }
+            let body = ForgetBody {
+                agent_id: agent,
+                id,
+                query,
+                limit: None,
+                dry_run: Some(dry_run),
             };
-            let forgotten = runtime
-                .forget(&agent, target, dry_run)
-                .await
-                .map_err(user_error)?;
-            let ids: Vec<String> = forgotten.into_iter().map(|i| i.0).collect();
-            print(
-                json,
-                &serde_json::json!({"forgotten": ids, "dry_run": dry_run}),
-                |_| {
-                    let verb = if dry_run { "would forget" } else { "forgot" };
-                    format!(
-                        "{verb} {} memories{}{}",
-                        ids.len(),
-                        if ids.is_empty() { "" } else { ": " },
-                        ids.join(", ")
-                    )
-                },
-            );
+            forget(runtime, body, json).await
         }
         Command::History { id, agent } => {
-            let agent = agent
-                .as_deref()
-                .map(AgentId::parse)
-                .transpose()
-                .map_err(user_error)?;
-            let id = MemoryId(id);
-            let versions = runtime
-                .history(agent.as_ref(), &id)
-                .await
-                .map_err(user_error)?;
-            let response = HistoryResponse {
-                id: id.0,
-                versions: versions.into_iter().map(Into::into).collect(),
+            let body = HistoryBody {
+                id,
+                agent_id: agent,
             };
-            print(json, &response, |r| {
-                if r.versions.is_empty() {
-                    return "no earlier versions".to_string();
-                }
-                r.versions
-                    .iter()
-                    .map(|v| {
-                        format!(
-                            "v{}  {}  {:<16} {}",
-                            v.version,
-                            v.archived_at.format("%Y-%m-%d %H:%M"),
-                            v.reason,
-                            v.content
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+            history(runtime, body, json).await
         }
         Command::Consolidate { agent, all } => {
-            let agents = match agent {
-                Some(agent) if !all => vec![AgentId::parse(&agent).map_err(user_error)?],
-                _ => services.store.agents().await.map_err(user_error)?,
-            };
-            let mut runs = Vec::new();
-            for agent in agents {
-                runs.push(RunView::from(
-                    runtime
-                        .consolidate(&agent, "cli")
-                        .await
-                        .map_err(user_error)?,
-                ));
-            }
-            print(json, &runs, |runs| {
-                runs.iter()
-                    .map(|r| {
-                        format!(
-                            "sleep cycle {} for {}: {} candidates, {} consolidated into {} semantic + {} procedural, {} forgotten",
-                            r.id,
-                            r.agent_id.as_deref().unwrap_or("-"),
-                            r.processed,
-                            r.consolidated,
-                            r.new_semantic,
-                            r.new_procedural,
-                            r.forgotten
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+            let agent = agent.filter(|_| !all);
+            consolidate(services, agent, json).await
         }
-        Command::Archive => {
-            let run = RunView::from(runtime.archive("cli").await.map_err(user_error)?);
-            print(json, &run, |r| {
-                format!(
-                    "archival {}: {} idle sessions summarised",
-                    r.id, r.processed
-                )
-            });
-        }
-        Command::Reindex { projection } => {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            let mut done: Vec<(String, u64)> = Vec::new();
-            if projection.as_deref().is_none_or(|p| p == "vectors") {
-                bar.set_message("rebuilding the vector index from stored embeddings…");
-                let vectors = runtime.reindex().await.map_err(user_error)?;
-                done.push(("vectors".into(), vectors as u64));
-            }
-            if projection.as_deref() != Some("vectors") {
-                bar.set_message("rebuilding external projections from SQL…");
-                done.extend(
-                    runtime
-                        .rebuild_projections(projection.clone())
-                        .await
-                        .map_err(user_error)?,
-                );
-            }
-            bar.finish_and_clear();
-            let report: Vec<serde_json::Value> = done
-                .iter()
-                .map(|(name, n)| serde_json::json!({"projection": name, "covered": n}))
-                .collect();
-            print(json, &report, |r| {
-                r.iter()
-                    .map(|p| {
-                        format!(
-                            "{}: rebuilt ({})",
-                            p["projection"].as_str().unwrap_or(""),
-                            p["covered"]
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
-        }
+        Command::Archive => archive(runtime, json).await,
+        Command::Reindex { projection } => reindex(runtime, projection, json).await,
         Command::Serve
         | Command::Mcp
         | Command::Migrate
@@ -504,5 +351,219 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             anyhow::bail!("handled before opening the data directory")
         }
     }
+}
+
+/// `mnemos remember`: the `remember` tool.
+async fn remember(runtime: &Runtime, body: RememberBody, json: bool) -> anyhow::Result<()> {
+    let response = tools::remember(runtime, body).await.map_err(user_error)?;
+    print(json, &response, |r: &RememberResponse| {
+        format!(
+            "remembered {} as {} ({})",
+            r.memory.id, r.routing.memory_type, r.routing.reason
+        )
+    });
+    Ok(())
+}
+
+/// `mnemos recall`: the `recall` tool with a result limit.
+async fn recall(
+    runtime: &Runtime,
+    agent_id: String,
+    query: String,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    let body = RecallBody {
+        agent_id,
+        query,
+        types: None,
+        limit: Some(limit),
+        time_query: None,
+        now: None,
+        session_id: None,
+        tags: None,
+        include_shared: None,
+        project_id: None,
+        debug: None,
+    };
+    let response = tools::recall(runtime, body).await.map_err(user_error)?;
+    print(json, &response, |r: &RecallResponse| {
+        let mut out: Vec<String> = r
+            .results
+            .iter()
+            .map(|h| {
+                format!(
+                    "{:.3}  {}  ({})",
+                    h.score,
+                    memory_line(&h.memory),
+                    h.matched_by.join("+")
+                )
+            })
+            .collect();
+        out.push(format!(
+            "{} results in {:.2} ms",
+            r.results.len(),
+            r.took_ms
+        ));
+        out.join("\n")
+    });
+    Ok(())
+}
+
+/// `mnemos list`: one page of `GET /v1/memories`.
+async fn list(runtime: &Runtime, params: ListParams, json: bool) -> anyhow::Result<()> {
+    let response = memories::list_memories(runtime, params)
+        .await
+        .map_err(user_error)?;
+    print(json, &response, |r: &ListResponse| {
+        let mut out: Vec<String> = r.memories.iter().map(memory_line).collect();
+        if let Some(next) = &r.next_cursor {
+            out.push(format!("more: --cursor {next}"));
+        }
+        out.join("\n")
+    });
+    Ok(())
+}
+
+/// `mnemos forget`: the `forget` tool (by id, or the first 10 matches of a query).
+async fn forget(runtime: &Runtime, body: ForgetBody, json: bool) -> anyhow::Result<()> {
+    let response = tools::forget(runtime, body).await.map_err(user_error)?;
+    // As a JSON value the keys print sorted, as this command always printed them.
+    let value = serde_json::to_value(&response)?;
+    print(json, &value, |_| {
+        let r: &ForgetResponse = &response;
+        let verb = if r.dry_run { "would forget" } else { "forgot" };
+        format!(
+            "{verb} {} memories{}{}",
+            r.forgotten.len(),
+            if r.forgotten.is_empty() { "" } else { ": " },
+            r.forgotten.join(", ")
+        )
+    });
+    Ok(())
+}
+
+/// `mnemos history`: the `memory_history` tool.
+async fn history(runtime: &Runtime, body: HistoryBody, json: bool) -> anyhow::Result<()> {
+    let response = tools::memory_history(runtime, body)
+        .await
+        .map_err(user_error)?;
+    print(json, &response, |r: &HistoryResponse| {
+        if r.versions.is_empty() {
+            return "no earlier versions".to_string();
+        }
+        r.versions
+            .iter()
+            .map(|v| {
+                format!(
+                    "v{}  {}  {:<16} {}",
+                    v.version,
+                    v.archived_at.format("%Y-%m-%d %H:%M"),
+                    v.reason,
+                    v.content
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(())
+}
+
+/// `mnemos consolidate`: the `consolidate` tool for one agent, or every agent with memories.
+async fn consolidate(
+    services: &Services,
+    agent_id: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let agents: Vec<String> = match agent_id {
+        Some(agent_id) => vec![agent_id],
+        None => services
+            .store
+            .agents()
+            .await
+            .map_err(user_error)?
+            .into_iter()
+            .map(|a| a.to_string())
+            .collect(),
+    };
+    let mut runs = Vec::new();
+    for agent_id in agents {
+        let body = AgentBody { agent_id };
+        let run = tools::consolidate(&services.runtime, body, "cli")
+            .await
+            .map_err(user_error)?;
+        runs.push(run);
+    }
+    print(json, &runs, |runs: &Vec<RunView>| {
+        runs.iter()
+            .map(|r| {
+                format!(
+                    "sleep cycle {} for {}: {} candidates, {} consolidated into {} semantic + {} procedural, {} forgotten",
+                    r.id,
+                    r.agent_id.as_deref().unwrap_or("-"),
+                    r.processed,
+                    r.consolidated,
+                    r.new_semantic,
+                    r.new_procedural,
+                    r.forgotten
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(())
+}
+
+/// `mnemos archive`: archive idle sessions now.
+async fn archive(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
+    let run = memories::archive(runtime, "cli")
+        .await
+        .map_err(user_error)?;
+    print(json, &run, |r: &RunView| {
+        format!(
+            "archival {}: {} idle sessions summarised",
+            r.id, r.processed
+        )
+    });
+    Ok(())
+}
+
+/// `mnemos reindex`: rebuild the vector index and/or the external projections from SQL.
+async fn reindex(runtime: &Runtime, projection: Option<String>, json: bool) -> anyhow::Result<()> {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let mut done: Vec<(String, u64)> = Vec::new();
+    if projection.as_deref().is_none_or(|p| p == "vectors") {
+        bar.set_message("rebuilding the vector index from stored embeddings…");
+        let vectors = runtime.reindex().await.map_err(user_error)?;
+        done.push(("vectors".into(), vectors as u64));
+    }
+    if projection.as_deref() != Some("vectors") {
+        bar.set_message("rebuilding external projections from SQL…");
+        done.extend(
+            runtime
+                .rebuild_projections(projection.clone())
+                .await
+                .map_err(user_error)?,
+        );
+    }
+    bar.finish_and_clear();
+    let report: Vec<serde_json::Value> = done
+        .iter()
+        .map(|(name, n)| serde_json::json!({"projection": name, "covered": n}))
+        .collect();
+    print(json, &report, |r: &Vec<serde_json::Value>| {
+        r.iter()
+            .map(|p| {
+                format!(
+                    "{}: rebuilt ({})",
+                    p["projection"].as_str().unwrap_or(""),
+                    p["covered"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
     Ok(())
 }

@@ -1,12 +1,14 @@
 //! The MCP (Model Context Protocol) surface: the contract's tools, served over stdio
 //! (`mnemos mcp`) and over streamable HTTP (`/mcp` on the main router).
 //!
-//! Every tool parses its arguments with the REST surface's strict rules
-//! ([`crate::http::from_json_value`]) and runs the same function as its REST route
-//! ([`crate::http::tools`]), so the two surfaces answer with the same JSON and the same
-//! errors. Input schemas are the request bodies' schemas from the OpenAPI document with
-//! every `$ref` inlined. A failure is a JSON-RPC error whose code comes from
-//! [`crate::http::error::mcp_error_code`] and whose `data` carries the contract's
+//! Only the rmcp glue lives here: the tool list with its descriptions and annotations,
+//! the `ServerHandler`, and the two transports. Every call goes through
+//! [`crate::contract::catalog::call_tool`], which parses the arguments with the REST
+//! surface's strict rules and runs the same function as the REST route, so the two
+//! surfaces answer with the same JSON and the same errors. Input schemas are the tool
+//! bodies' schemas ([`crate::contract::catalog::input_schemas`]) with every `$ref`
+//! inlined. A failure is a JSON-RPC error whose code comes from
+//! [`crate::contract::errors::mcp_error_code`] and whose `data` carries the contract's
 //! `{"code", "message", "field"}`.
 
 use std::sync::Arc;
@@ -22,15 +24,12 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use utoipa::OpenApi;
 
-use crate::http::error::mcp_error_code;
-use crate::http::{from_json_value, namespaces, tools};
+use crate::contract::catalog::{call_tool, input_schemas};
+use crate::contract::errors::{mcp_error_code, ErrorDetail};
 
 /// One tool of the contract: its name, the OpenAPI component of its arguments, when an
 /// agent should call it, and whether it only reads.
@@ -244,60 +243,13 @@ impl MnemosMcp {
     /// Run one tool: parse its arguments like the REST route does, call the shared
     /// operation and return the REST route's JSON.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, MemoryError> {
-        let runtime = &self.runtime;
-        match name {
-            "remember" => answer(tools::remember(runtime, parse(arguments)?).await),
-            "remember_batch" => answer(tools::remember_batch(runtime, parse(arguments)?).await),
-            "recall" => answer(tools::recall(runtime, parse(arguments)?).await),
-            "associate" => answer(tools::associate(runtime, parse(arguments)?).await),
-            "spreading_activation" => {
-                answer(tools::spreading_activation(runtime, parse(arguments)?).await)
-            }
-            "forget" => answer(tools::forget(runtime, parse(arguments)?).await),
-            "consolidate" => answer(tools::consolidate(runtime, parse(arguments)?, "mcp").await),
-            "reflect" => answer(tools::reflect(runtime, parse(arguments)?).await),
-            "memory_history" => answer(tools::memory_history(runtime, parse(arguments)?).await),
-            "build_context" => {
-                answer(tools::build_context(runtime, &self.project_roots, parse(arguments)?).await)
-            }
-            "extract_turn" => answer(tools::extract_turn(runtime, parse(arguments)?).await),
-            "project_put" => answer(namespaces::project_put(runtime, parse(arguments)?).await),
-            "project_list" => answer(namespaces::project_list(runtime, parse(arguments)?).await),
-            "kv_put" => answer(namespaces::kv_put(runtime, parse(arguments)?).await),
-            "kv_get" => answer(namespaces::kv_get(runtime, parse(arguments)?).await),
-            "kv_search" => answer(namespaces::kv_search(runtime, parse(arguments)?).await),
-            "kv_list_by_tag" => {
-                answer(namespaces::kv_list_by_tag(runtime, parse(arguments)?).await)
-            }
-            "kv_stats" => answer(namespaces::kv_stats(runtime, parse(arguments)?).await),
-            "kv_delete" => answer(namespaces::kv_delete(runtime, parse(arguments)?).await),
-            unknown => Err(MemoryError::invalid(
-                "name",
-                format!("no tool named {unknown:?}; tools/list names the tools this server has"),
-            )),
-        }
+        call_tool(&self.runtime, &self.project_roots, "mcp", name, arguments).await
     }
 
     /// The tool definitions `tools/list` answers with.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
     }
-}
-
-/// Parse tool arguments with the REST surface's strict rules.
-fn parse<T: DeserializeOwned>(arguments: Value) -> Result<T, MemoryError> {
-    from_json_value(arguments)
-}
-
-/// A wire response as JSON (serialising a wire type cannot fail; if it did, it is a bug).
-fn answer<T: Serialize>(result: Result<T, MemoryError>) -> Result<Value, MemoryError> {
-    let response = result?;
-    serde_json::to_value(response).map_err(|error| {
-        MemoryError::new(
-            ErrorCode::Internal,
-            format!("could not serialise the answer: {error}"),
-        )
-    })
 }
 
 /// A [`MemoryError`] as a JSON-RPC error: the mapped code, the message, and the
@@ -309,25 +261,16 @@ pub fn mcp_error(error: MemoryError) -> ErrorData {
     ) {
         tracing::error!(code = error.code.as_str(), message = %error.message, "MCP tool call failed");
     }
-    let mut data = json!({ "code": error.code.as_str(), "message": error.message });
-    if let (Some(field), Some(object)) = (&error.field, data.as_object_mut()) {
-        object.insert("field".into(), Value::String(field.clone()));
-    }
-    ErrorData::new(
-        rmcp::model::ErrorCode(mcp_error_code(error.code)),
-        error.message,
-        Some(data),
-    )
+    let code = rmcp::model::ErrorCode(mcp_error_code(error.code));
+    let message = error.message.clone();
+    let data = serde_json::to_value(ErrorDetail::from(error)).ok();
+    ErrorData::new(code, message, data)
 }
 
-/// Build the tool list: each tool's input schema is its request body's schema in the
-/// OpenAPI document, with component references inlined.
+/// Build the tool list: each tool's input schema is its body's schema from
+/// [`input_schemas`] (the same schemas `/openapi.json` shows), with references inlined.
 fn tool_definitions() -> Vec<Tool> {
-    let document = serde_json::to_value(crate::http::ApiDoc::openapi()).unwrap_or(Value::Null);
-    let components = document
-        .pointer("/components/schemas")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let components = input_schemas();
     TOOLS
         .iter()
         .map(|spec| {

@@ -16,17 +16,20 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
 use futures_util::StreamExt;
 use mnemos_actors::error::MemoryError;
-use mnemos_actors::model::{AgentId, MessageRole, SessionId};
-use mnemos_actors::runtime::SessionMessageInput;
+use mnemos_actors::model::{AgentId, SessionId};
 use mnemos_actors::text::estimate_tokens;
 use mnemos_actors::Runtime;
 use serde_json::Value;
 
 use crate::config::ProxySettings;
-use crate::http::error::ApiError;
-use crate::http::AppState;
+use crate::contract::errors::ApiError;
+use crate::contract::sessions::{MessageBody, PostMessagesBody};
+use crate::contract::wire::{BuildContextBody, ExtractTurnBody};
+use crate::contract::{sessions, tools};
 
 /// Header naming the agent whose memory the request uses (required).
 pub const AGENT_HEADER: &str = "x-mnemos-agent-id";
@@ -80,6 +83,23 @@ impl Proxy {
                 .flatten()
         })
     }
+}
+
+/// What the proxy's handlers share: its client and settings, and the runtime whose
+/// memory it injects and writes.
+struct ProxyState {
+    /// Upstream client and `[proxy]` settings.
+    proxy: Proxy,
+    /// The runtime the contract's tool functions run on.
+    runtime: Runtime,
+}
+
+/// The proxy's routes, `POST /v1/chat/completions` and `GET /v1/models`, over `runtime`.
+pub fn routes(proxy: Proxy, runtime: Runtime) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .with_state(Arc::new(ProxyState { proxy, runtime }))
 }
 
 /// What the proxy put into a request, reported in `X-Mnemos-*` headers.
@@ -301,26 +321,17 @@ async fn inject(runtime: &Runtime, plan: &Plan, messages: &mut Vec<Value>) -> In
         return injection;
     }
     let started = Instant::now();
-    let body = serde_json::from_value(serde_json::json!({
-        "agent_id": plan.agent.as_str(),
-        "query": truncate_query(query),
-        "context_budget": plan.budget - wrapper,
-        "session_id": plan.session.as_ref().map(SessionId::as_str),
-    }));
-    let built = match body {
-        // The proxy never names a project root, so no directory is ever admitted here.
-        Ok(body) => {
-            crate::http::tools::build_context(
-                runtime,
-                &crate::context::ProjectRoots::default(),
-                body,
-            )
-            .await
-        }
-        Err(error) => Err(MemoryError::internal(format!(
-            "proxy recall request: {error}"
-        ))),
+    let body = BuildContextBody {
+        agent_id: plan.agent.to_string(),
+        query: truncate_query(query).to_string(),
+        context_budget: Some(plan.budget - wrapper),
+        project_root: None,
+        session_id: plan.session.as_ref().map(|s| s.as_str().to_string()),
+        include_shared: None,
+        project_id: None,
     };
+    // The proxy never names a project root, so no directory is ever admitted here.
+    let built = tools::build_context(runtime, &crate::context::ProjectRoots::default(), body).await;
     injection.recall_ms = started.elapsed().as_secs_f64() * 1000.0;
     match built {
         Ok(context) if context.metadata.injected_count > 0 => {
@@ -390,31 +401,31 @@ fn remember_exchange(
 ) {
     tokio::spawn(async move {
         let result = match session {
-            Some(session) => runtime
-                .post_session_messages(
-                    &agent,
-                    &session,
-                    vec![
-                        SessionMessageInput {
-                            role: MessageRole::User,
-                            content: user,
-                            at: None,
-                        },
-                        SessionMessageInput {
-                            role: MessageRole::Assistant,
-                            content: assistant,
-                            at: None,
-                        },
-                    ],
-                )
-                .await
-                .map(|_| ()),
-            None if extract => {
-                let budget = runtime.config().extraction_max_per_turn;
-                runtime
-                    .extract_turn(&agent, &user, &assistant, None, budget)
+            Some(session) => {
+                let message = |role: &str, content: String| MessageBody {
+                    role: role.to_string(),
+                    content,
+                    at: None,
+                };
+                let body = PostMessagesBody {
+                    agent_id: agent.to_string(),
+                    role: None,
+                    content: None,
+                    at: None,
+                    messages: Some(vec![message("user", user), message("assistant", assistant)]),
+                };
+                sessions::post_messages(&runtime, session.as_str(), body)
                     .await
                     .map(|_| ())
+            }
+            None if extract => {
+                let body = ExtractTurnBody {
+                    agent_id: agent.to_string(),
+                    user,
+                    assistant,
+                    session_id: None,
+                };
+                tools::extract_turn(&runtime, body).await.map(|_| ())
             }
             None => Ok(()),
         };
@@ -454,9 +465,85 @@ fn upstream_head(upstream: &reqwest::Response) -> (StatusCode, Option<HeaderValu
     (status, content_type)
 }
 
+/// One proxied exchange, to be remembered once the assistant's answer is known.
+struct Exchange {
+    /// The runtime the exchange is written to.
+    runtime: Runtime,
+    /// `proxy.extract`: mine an exchange outside a session with extract_turn.
+    extract: bool,
+    /// Whose memory.
+    agent: AgentId,
+    /// The session named by the caller, whose log takes the exchange.
+    session: Option<SessionId>,
+    /// The latest user message (nothing is remembered without one).
+    user: Option<String>,
+}
+
+impl Exchange {
+    /// Remember the exchange with `assistant`'s answer in the background.
+    fn remember(self, assistant: String) {
+        if let Some(user) = self.user {
+            remember_exchange(
+                self.runtime,
+                self.extract,
+                self.agent,
+                self.session,
+                user,
+                assistant,
+            );
+        }
+    }
+}
+
+/// Forward a streamed answer chunk by chunk as it arrives; remember the exchange after
+/// the last chunk, unless the client left or the stream did not say it was complete.
+fn stream_through(upstream: reqwest::Response, exchange: Exchange) -> Body {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(32);
+    tokio::spawn(async move {
+        let mut transcript = StreamTranscript::default();
+        let mut chunks = upstream.bytes_stream();
+        let mut client_gone = false;
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                Ok(bytes) => {
+                    transcript.feed(&bytes);
+                    if sender.send(Ok(bytes)).await.is_err() {
+                        client_gone = true;
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the upstream stream broke off");
+                    let _ = sender
+                        .send(Err(std::io::Error::other(error.to_string())))
+                        .await;
+                    break;
+                }
+            }
+        }
+        drop(sender);
+        let (text, complete) = transcript.finish();
+        if client_gone || !complete {
+            tracing::debug!(
+                client_gone,
+                complete,
+                "incomplete stream: the exchange is not remembered"
+            );
+            return;
+        }
+        if !text.trim().is_empty() {
+            exchange.remember(text);
+        }
+    });
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    Body::from_stream(stream)
+}
+
 /// `POST /v1/chat/completions`: the memory proxy.
-pub async fn chat_completions(
-    State(state): State<Arc<AppState>>,
+async fn chat_completions(
+    State(state): State<Arc<ProxyState>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -502,55 +589,15 @@ pub async fn chat_completions(
     let upstream = forward.send().await.map_err(upstream_unreachable)?;
     let (status, content_type) = upstream_head(&upstream);
     let succeeded = status.is_success();
-    let runtime = state.runtime.clone();
-    let extract = proxy.settings.extract;
-    let user = plan.user.clone();
-
+    let exchange = Exchange {
+        runtime: state.runtime.clone(),
+        extract: proxy.settings.extract,
+        agent: plan.agent.clone(),
+        session: plan.session.clone(),
+        user: plan.user.clone(),
+    };
     let mut response = if streaming && succeeded {
-        // Forward each chunk as it arrives; remember the exchange after the last one.
-        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(32);
-        let agent = plan.agent.clone();
-        let session = plan.session.clone();
-        tokio::spawn(async move {
-            let mut transcript = StreamTranscript::default();
-            let mut chunks = upstream.bytes_stream();
-            let mut client_gone = false;
-            while let Some(chunk) = chunks.next().await {
-                match chunk {
-                    Ok(bytes) => {
-                        transcript.feed(&bytes);
-                        if sender.send(Ok(bytes)).await.is_err() {
-                            client_gone = true;
-                            break;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "the upstream stream broke off");
-                        let _ = sender
-                            .send(Err(std::io::Error::other(error.to_string())))
-                            .await;
-                        break;
-                    }
-                }
-            }
-            drop(sender);
-            let (text, complete) = transcript.finish();
-            if client_gone || !complete {
-                tracing::debug!(
-                    client_gone,
-                    complete,
-                    "incomplete stream: the exchange is not remembered"
-                );
-                return;
-            }
-            if let (Some(user), false) = (user, text.trim().is_empty()) {
-                remember_exchange(runtime, extract, agent, session, user, text);
-            }
-        });
-        let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|item| (item, receiver))
-        });
-        Response::new(Body::from_stream(stream))
+        Response::new(stream_through(upstream, exchange))
     } else {
         let bytes = upstream.bytes().await.map_err(upstream_unreachable)?;
         if succeeded {
@@ -558,15 +605,8 @@ pub async fn chat_completions(
                 .ok()
                 .as_ref()
                 .and_then(completion_text);
-            if let (Some(user), Some(answer)) = (user, answer) {
-                remember_exchange(
-                    runtime,
-                    extract,
-                    plan.agent.clone(),
-                    plan.session.clone(),
-                    user,
-                    answer,
-                );
+            if let Some(answer) = answer {
+                exchange.remember(answer);
             }
         } else {
             metrics::counter!("mnemos_proxy_upstream_errors_total", "status" => status.as_u16().to_string()).increment(1);
@@ -589,8 +629,8 @@ pub async fn chat_completions(
 }
 
 /// `GET /v1/models`: the upstream's model list, unchanged.
-pub async fn models(
-    State(state): State<Arc<AppState>>,
+async fn models(
+    State(state): State<Arc<ProxyState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let proxy = &state.proxy;

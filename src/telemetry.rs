@@ -1,5 +1,9 @@
-//! Logging set-up (tracing), to stderr so stdout stays clean for `--json` output.
+//! Observability set-up: logging (tracing, to stderr so stdout stays clean for `--json`
+//! output and MCP over stdio) and the process-wide Prometheus recorder behind `/metrics`.
 
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogSettings;
@@ -19,4 +23,24 @@ pub fn init(settings: &LogSettings) {
     } else {
         builder.try_init()
     };
+}
+
+/// The process-wide Prometheus recorder (a recorder can be installed once per process).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0,
+                ])
+                .expect("static buckets are valid")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (e.g. by an embedding program); then we render an empty one.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
 }

@@ -1,4 +1,6 @@
-//! Route handlers: parse wire types, call the runtime, convert back. No logic of their own.
+//! Route handlers of the memory tools, the memory resources, the run log, the admin
+//! routes, `/health` and `/metrics`: extract, call `crate::contract`, answer with the
+//! route's status. No logic of their own.
 
 use std::sync::Arc;
 
@@ -7,22 +9,19 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use mnemos_actors::error::MemoryError;
-use mnemos_actors::model::{MemoryId, MemoryStatus, MemoryType};
-use mnemos_actors::store::ListQuery;
-use mnemos_actors::supervisor::{ChildKind, ChildState};
-use serde::Serialize;
-use utoipa::ToSchema;
+use mnemos_actors::supervisor::ChildKind;
 
-use super::error::{ApiError, ErrorBody};
-use super::wire::*;
-use super::{tools, ApiJson, ApiQuery, AppState};
+use super::{ApiJson, ApiQuery};
+use crate::contract::errors::{ApiError, ErrorBody};
+use crate::contract::health::HealthView;
+use crate::contract::wire::*;
+use crate::contract::{memories, tools};
+use crate::state::AppState;
 
-type Shared = State<Arc<AppState>>;
-type ApiResult<T> = Result<T, ApiError>;
-
-fn optional_agent(raw: Option<&str>) -> Result<Option<mnemos_actors::model::AgentId>, MemoryError> {
-    raw.map(agent).transpose()
-}
+/// The shared state as handlers extract it.
+pub(crate) type Shared = State<Arc<AppState>>;
+/// What a handler answers: its success, or the contract's error body.
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// Store one memory.
 #[utoipa::path(post, path = "/tools/remember", request_body = RememberBody,
@@ -137,7 +136,7 @@ pub async fn consolidate(
     responses((status = 200, body = RunView), (status = 503, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 pub async fn archive(State(state): Shared) -> ApiResult<Json<RunView>> {
-    Ok(Json(state.runtime.archive("api").await?.into()))
+    Ok(Json(memories::archive(&state.runtime, "api").await?))
 }
 
 /// Statistics of an agent's memories.
@@ -169,30 +168,7 @@ pub async fn list_memories(
     State(state): Shared,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListResponse>> {
-    let agent = agent(&required("agent_id", params.agent_id)?)?;
-    let query = ListQuery {
-        agent_id: Some(agent),
-        memory_type: params
-            .memory_type
-            .as_deref()
-            .map(|t| MemoryType::parse("type", t))
-            .transpose()?,
-        status: params
-            .status
-            .as_deref()
-            .map(|s| MemoryStatus::parse("status", s))
-            .transpose()?,
-        tag: params.tag,
-        limit: params.limit.unwrap_or(50),
-        cursor: params.cursor.map(MemoryId),
-        occurred: None,
-        project_id: project("project_id", params.project_id.as_deref())?,
-    };
-    let (memories, next) = state.runtime.list(query).await?;
-    Ok(Json(ListResponse {
-        memories: memories.into_iter().map(Into::into).collect(),
-        next_cursor: next.map(|id| id.0),
-    }))
+    Ok(Json(memories::list_memories(&state.runtime, params).await?))
 }
 
 /// One memory.
@@ -203,13 +179,8 @@ pub async fn get_memory(
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<MemoryView>> {
-    let owner = optional_agent(params.agent_id.as_deref())?;
     Ok(Json(
-        state
-            .runtime
-            .get(owner.as_ref(), &MemoryId(id))
-            .await?
-            .into(),
+        memories::get_memory(&state.runtime, id, params).await?,
     ))
 }
 
@@ -222,14 +193,8 @@ pub async fn patch_memory(
     ApiQuery(params): ApiQuery<AgentParam>,
     ApiJson(body): ApiJson<PatchBody>,
 ) -> ApiResult<Json<MemoryView>> {
-    let owner = optional_agent(params.agent_id.as_deref())?;
-    let patch = body.into_patch()?;
     Ok(Json(
-        state
-            .runtime
-            .patch(owner.as_ref(), &MemoryId(id), patch)
-            .await?
-            .into(),
+        memories::patch_memory(&state.runtime, id, params, body).await?,
     ))
 }
 
@@ -241,10 +206,9 @@ pub async fn delete_memory(
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<DeleteResponse>> {
-    let owner = optional_agent(params.agent_id.as_deref())?;
-    let id = MemoryId(id);
-    state.runtime.delete(owner.as_ref(), &id).await?;
-    Ok(Json(DeleteResponse { deleted: id.0 }))
+    Ok(Json(
+        memories::delete_memory(&state.runtime, id, params).await?,
+    ))
 }
 
 /// Version history of a memory.
@@ -255,8 +219,9 @@ pub async fn memory_history_resource(
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<HistoryResponse>> {
-    let owner = optional_agent(params.agent_id.as_deref())?;
-    Ok(Json(tools::history_of(&state.runtime, owner, id).await?))
+    Ok(Json(
+        memories::memory_history(&state.runtime, id, params).await?,
+    ))
 }
 
 /// Consolidation run log.
@@ -266,14 +231,9 @@ pub async fn cognition_runs(
     State(state): Shared,
     ApiQuery(params): ApiQuery<RunsParams>,
 ) -> ApiResult<Json<RunsResponse>> {
-    let owner = optional_agent(params.agent_id.as_deref())?;
-    let runs = state
-        .runtime
-        .runs(owner.as_ref(), params.limit.unwrap_or(20))
-        .await?;
-    Ok(Json(RunsResponse {
-        runs: runs.into_iter().map(Into::into).collect(),
-    }))
+    Ok(Json(
+        memories::cognition_runs(&state.runtime, params).await?,
+    ))
 }
 
 /// Make an actor fail (only with `server.fault_injection = true`; for supervision tests).
@@ -300,98 +260,10 @@ pub async fn inject_fault(
     ))
 }
 
-/// Health of one supervised actor.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ActorHealthView {
-    /// Actor name.
-    pub name: String,
-    /// running | restarting | failed.
-    pub state: String,
-    /// Restarts so far.
-    pub restarts: u32,
-    /// Last failure.
-    pub last_error: Option<String>,
-}
-
-/// Liveness and per-backend state.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct HealthView {
-    /// ok | degraded.
-    pub status: String,
-    /// Server version.
-    pub version: String,
-    /// Seconds since start.
-    pub uptime_seconds: u64,
-    /// Backend name and state per store.
-    #[schema(value_type = Object)]
-    pub backends: serde_json::Value,
-    /// Supervised actors.
-    pub actors: Vec<ActorHealthView>,
-}
-
 /// Liveness, per-backend and per-actor state.
 #[utoipa::path(get, path = "/health", responses((status = 200, body = HealthView)))]
 pub async fn health(State(state): Shared) -> Json<HealthView> {
-    let health = state.runtime.health().await;
-    let degraded = health
-        .children
-        .iter()
-        .any(|c| c.state != ChildState::Running)
-        || health.index.is_none()
-        || health.working_degraded.is_some()
-        || health.projections.iter().any(|p| p.state == "behind");
-    let state_of = |kind: ChildKind| {
-        health
-            .children
-            .iter()
-            .find(|c| c.child == kind)
-            .map(|c| match c.state {
-                ChildState::Running => "up",
-                ChildState::Restarting => "restarting",
-                ChildState::Failed => "down",
-            })
-            .unwrap_or("down")
-    };
-    let backends = serde_json::json!({
-        "store": { "backend": health.store_backend, "state": state_of(ChildKind::Episodic) },
-        "vectors": {
-            "backend": health.index.as_ref().map(|i| i.backend.clone()),
-            "state": state_of(ChildKind::Vectors),
-            "model": health.index.as_ref().map(|i| i.model.clone()),
-            "dimension": health.index.as_ref().map(|i| i.dimension),
-            "indexed": health.index.as_ref().map(|i| i.vectors),
-        },
-        "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
-        "projections": health.projections,
-        "working": {
-            "backend": health.working_backend,
-            "state": if health.working_degraded.is_some() { "degraded" } else { state_of(ChildKind::Working) },
-            "fallback": health.working_degraded,
-        },
-        "namespaces": { "backend": health.namespaces_backend, "state": state_of(ChildKind::Namespaces) },
-        "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
-    });
-    Json(HealthView {
-        status: if degraded { "degraded" } else { "ok" }.to_string(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        uptime_seconds: state.started.elapsed().as_secs(),
-        backends,
-        actors: health
-            .children
-            .into_iter()
-            .map(|c| ActorHealthView {
-                name: c.child.as_str().to_string(),
-                state: match c.state {
-                    ChildState::Running => "running",
-                    ChildState::Restarting => "restarting",
-                    ChildState::Failed => "failed",
-                }
-                .to_string(),
-                restarts: c.restarts,
-                last_error: c.last_error,
-            })
-            .collect(),
-    })
+    Json(crate::contract::health::health(&state.runtime, state.started).await)
 }
 
 /// Prometheus metrics.

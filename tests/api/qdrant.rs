@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mnemos::vectors_qdrant::QdrantProjection;
+use mnemos::vectors::qdrant::QdrantProjection;
 use mnemos_actors::embedding::{BuiltinEmbedder, Embedder};
 use mnemos_actors::model::AgentId;
 use mnemos_actors::store::memory::InMemoryMemoryStore;

@@ -1,5 +1,6 @@
-//! The one error table: [`ErrorCode`] → HTTP status and MCP (JSON-RPC) error code,
-//! matched exhaustively with no `_` arm, and the JSON error body of the contract.
+//! The one error table: [`ErrorCode`] → HTTP status and → MCP (JSON-RPC) error code,
+//! matched exhaustively with no `_` arm so a new code forces a decision, and the
+//! contract's error object as it leaves every surface (REST body, proxy body, MCP `data`).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -8,7 +9,7 @@ use mnemos_actors::error::{ErrorCode, MemoryError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// HTTP status of each code.
+/// HTTP status of each code (the table of `shared/api.md`).
 pub fn http_status(code: ErrorCode) -> StatusCode {
     match code {
         ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
@@ -23,7 +24,7 @@ pub fn http_status(code: ErrorCode) -> StatusCode {
     }
 }
 
-/// JSON-RPC error code of each code, for the MCP surface.
+/// JSON-RPC error code of each code, so MCP clients can branch on the kind of failure.
 pub fn mcp_error_code(code: ErrorCode) -> i32 {
     match code {
         ErrorCode::InvalidArgument => -32602,
@@ -57,7 +58,17 @@ pub struct ErrorDetail {
     pub field: Option<String>,
 }
 
-/// A [`MemoryError`] on its way out as an HTTP response.
+impl From<MemoryError> for ErrorDetail {
+    fn from(error: MemoryError) -> Self {
+        Self {
+            code: error.code.as_str().to_string(),
+            message: error.message,
+            field: error.field,
+        }
+    }
+}
+
+/// A [`MemoryError`] on its way out as an HTTP response (REST and the proxy).
 #[derive(Debug)]
 pub struct ApiError(pub MemoryError);
 
@@ -74,11 +85,7 @@ impl IntoResponse for ApiError {
             tracing::error!(code = self.0.code.as_str(), message = %self.0.message, "request failed");
         }
         let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.0.code.as_str().to_string(),
-                message: self.0.message,
-                field: self.0.field,
-            },
+            error: self.0.into(),
         };
         (status, Json(body)).into_response()
     }

@@ -1,20 +1,20 @@
-//! Wire types of the HTTP contract (`../shared/api.md`). They exist only at the edge
-//! and convert to and from the domain types with `From`/`TryFrom`-style functions that
-//! name the offending field.
+//! Wire types of the memory tools and resources (`shared/api.md`): what REST, MCP and
+//! the CLI read and print. They exist only at the edge and convert to and from the
+//! domain types with `From`, or with `into_*` functions that name the offending field.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use mnemos_actors::error::{MemoryError, MemoryResult};
+use mnemos_actors::error::MemoryResult;
 use mnemos_actors::model::{
-    AgentId, Association, ConsolidationRun, Memory, MemoryPatch, MemoryStatus, MemoryType,
-    MemoryVersion, SessionId, SourceRef,
+    AgentId, Association, ConsolidationRun, Memory, MemoryPatch, MemoryVersion, SourceRef,
 };
 use mnemos_actors::policy::stats::AgentStats;
-use mnemos_actors::projects::ProjectId;
 use mnemos_actors::runtime::{RecallHit, RecallOutcome, RememberInput, RememberOutcome, Routing};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
+
+use super::parse::{memory_status, memory_type, project, session};
 
 /// A memory on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -116,10 +116,13 @@ pub struct TypeList(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for TypeList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// The two spellings the contract accepts.
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum OneOrMany {
+            /// `"type": "semantic"`.
             One(String),
+            /// `"type": ["semantic", "procedural"]`.
             Many(Vec<String>),
         }
         Ok(match OneOrMany::deserialize(deserializer)? {
@@ -127,27 +130,6 @@ impl<'de> Deserialize<'de> for TypeList {
             OneOrMany::Many(many) => TypeList(many),
         })
     }
-}
-
-/// Parse an agent id field.
-pub fn agent(raw: &str) -> MemoryResult<AgentId> {
-    AgentId::parse(raw)
-}
-
-fn session(field: &str, raw: Option<&str>) -> MemoryResult<Option<SessionId>> {
-    raw.map(|s| {
-        SessionId::parse(s).map_err(|mut e| {
-            e.field = Some(field.to_string());
-            e.message = e.message.replace("session_id", field);
-            e
-        })
-    })
-    .transpose()
-}
-
-/// Parse an optional project id field named `field`.
-pub fn project(field: &str, raw: Option<&str>) -> MemoryResult<Option<ProjectId>> {
-    raw.map(|p| ProjectId::parse_field(field, p)).transpose()
 }
 
 /// A memory to store (without agent).
@@ -187,11 +169,7 @@ pub struct RememberItem {
 impl RememberItem {
     /// Convert to the runtime's input; `prefix` names the item in a batch.
     pub fn into_input(self, prefix: &str) -> MemoryResult<RememberInput> {
-        let memory_type = self
-            .memory_type
-            .as_deref()
-            .map(|t| MemoryType::parse(&format!("{prefix}type"), t))
-            .transpose()?;
+        let memory_type = memory_type(&format!("{prefix}type"), self.memory_type.as_deref())?;
         Ok(RememberInput {
             content: self.content,
             memory_type,
@@ -847,18 +825,10 @@ impl PatchBody {
             title: self.title,
             importance: self.importance,
             tags: self.tags,
-            status: self
-                .status
-                .as_deref()
-                .map(|s| MemoryStatus::parse("status", s))
-                .transpose()?,
+            status: memory_status("status", self.status.as_deref())?,
             shared: self.shared,
             metadata: self.metadata,
-            memory_type: self
-                .memory_type
-                .as_deref()
-                .map(|t| MemoryType::parse("type", t))
-                .transpose()?,
+            memory_type: memory_type("type", self.memory_type.as_deref())?,
         })
     }
 }
@@ -868,9 +838,4 @@ impl PatchBody {
 pub struct DeleteResponse {
     /// The deleted id.
     pub deleted: String,
-}
-
-/// A required string field that may be absent from an optional wire field.
-pub fn required(field: &str, value: Option<String>) -> MemoryResult<String> {
-    value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))
 }

@@ -1,13 +1,15 @@
-//! The tool operations of the contract, one function per tool: a parsed wire request in,
-//! the wire response out. The REST handlers and the MCP server both call these, so the
-//! two surfaces cannot drift apart.
+//! The memory tools of the contract, one function per tool: a parsed wire request in,
+//! the wire response out. REST, MCP, the proxy and the CLI all call these, so the
+//! surfaces cannot drift apart.
 
-use chrono::Datelike;
 use mnemos_actors::error::{MemoryError, MemoryResult};
-use mnemos_actors::model::{MemoryId, MemoryType, SessionId};
+use mnemos_actors::model::{AgentId, MemoryId};
 use mnemos_actors::runtime::{ForgetTarget, RecallInput};
 use mnemos_actors::Runtime;
 
+use super::parse::{
+    agent, memory_types, optional_agent, project, reference_time, session, time_query,
+};
 use super::wire::*;
 
 /// Store one memory.
@@ -43,11 +45,7 @@ pub async fn extract_turn(
     body: ExtractTurnBody,
 ) -> MemoryResult<ExtractTurnResponse> {
     let agent = agent(&body.agent_id)?;
-    let session_id = body
-        .session_id
-        .as_deref()
-        .map(SessionId::parse)
-        .transpose()?;
+    let session_id = session("session_id", body.session_id.as_deref())?;
     let budget = runtime.config().extraction_max_per_turn;
     let outcomes = runtime
         .extract_turn(&agent, &body.user, &body.assistant, session_id, budget)
@@ -60,37 +58,12 @@ pub async fn extract_turn(
 /// Recall the memories that matter for a query.
 pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallResponse> {
     let agent = agent(&body.agent_id)?;
-    // Calendar arithmetic near chrono's limits would overflow: years 1..=9999 only.
-    if let Some(now) = body.now {
-        if !(1..=9999).contains(&now.year()) {
-            return Err(MemoryError::invalid(
-                "now",
-                format!("now {now} is outside the years 1 to 9999"),
-            ));
-        }
-    }
-    let now = body.now.unwrap_or_else(|| runtime.now());
+    let requested_now = reference_time(body.now)?;
+    let now = requested_now.unwrap_or_else(|| runtime.now());
     let debug = body.debug.unwrap_or(false);
-    let time_range = body
-        .time_query
-        .as_deref()
-        .map(|q| {
-            mnemos_actors::policy::time::parse_time_query(q, now)
-                .map_err(|message| MemoryError::invalid("time_query", message))
-        })
-        .transpose()?;
-    let types = body
-        .types
-        .map(|t| t.0)
-        .unwrap_or_default()
-        .iter()
-        .map(|t| MemoryType::parse("type", t))
-        .collect::<Result<Vec<_>, _>>()?;
-    let session_id = body
-        .session_id
-        .as_deref()
-        .map(SessionId::parse)
-        .transpose()?;
+    let time_range = time_query(body.time_query.as_deref(), now)?;
+    let types = memory_types("type", &body.types.map(|t| t.0).unwrap_or_default())?;
+    let session_id = session("session_id", body.session_id.as_deref())?;
     let outcome = runtime
         .recall(RecallInput {
             agent_id: agent,
@@ -102,7 +75,7 @@ pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallR
             include_shared: body.include_shared.unwrap_or(true),
             debug,
             time_range,
-            now: body.now,
+            now: requested_now,
             project_id: project("project_id", body.project_id.as_deref())?,
         })
         .await?;
@@ -139,11 +112,7 @@ pub async fn build_context(
         }
         None => None,
     };
-    let session_id = body
-        .session_id
-        .as_deref()
-        .map(SessionId::parse)
-        .transpose()?;
+    let session_id = session("session_id", body.session_id.as_deref())?;
     let outcome = runtime
         .recall(RecallInput {
             limit: Some(runtime.config().limits.max_result_limit.min(50)),
@@ -280,14 +249,14 @@ pub async fn reflect(runtime: &Runtime, body: AgentBody) -> MemoryResult<Reflect
 
 /// Version history of a memory (the owner is checked when given).
 pub async fn memory_history(runtime: &Runtime, body: HistoryBody) -> MemoryResult<HistoryResponse> {
-    let owner = body.agent_id.as_deref().map(agent).transpose()?;
+    let owner = optional_agent(body.agent_id.as_deref())?;
     history_of(runtime, owner, body.id).await
 }
 
 /// Version history of a memory by id, for the tool and the resource route.
 pub async fn history_of(
     runtime: &Runtime,
-    owner: Option<mnemos_actors::model::AgentId>,
+    owner: Option<AgentId>,
     id: String,
 ) -> MemoryResult<HistoryResponse> {
     let id = MemoryId(id);

@@ -1,0 +1,99 @@
+//! The tools by name, for surfaces that receive a tool name and JSON arguments (MCP):
+//! [`call_tool`] parses the arguments with the contract's strict rules and runs the
+//! tool function, and [`input_schemas`] gives each tool body's JSON schema.
+
+use mnemos_actors::error::{ErrorCode, MemoryError, MemoryResult};
+use mnemos_actors::Runtime;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::OpenApi;
+
+use super::parse::from_json_value;
+use super::{kv, projects, tools, wire};
+use crate::context::ProjectRoots;
+
+/// The tool bodies as OpenAPI components: the source of every tool's input schema.
+#[derive(OpenApi)]
+#[openapi(components(schemas(
+    wire::RememberBody,
+    wire::RememberBatchBody,
+    wire::RecallBody,
+    wire::AssociateBody,
+    wire::SpreadingActivationBody,
+    wire::ForgetBody,
+    wire::AgentBody,
+    wire::HistoryBody,
+    wire::BuildContextBody,
+    wire::ExtractTurnBody,
+    projects::ProjectPutBody,
+    projects::ProjectListBody,
+    kv::KvPutBody,
+    kv::KvKeyBody,
+    kv::KvSearchBody,
+    kv::KvListByTagBody,
+    kv::KvStatsBody,
+)))]
+struct ToolBodies;
+
+/// The JSON schemas of the tool bodies and of the types they refer to, keyed by type
+/// name (`RememberBody`, ...), as in the OpenAPI document's `components.schemas`.
+pub fn input_schemas() -> Value {
+    serde_json::to_value(ToolBodies::openapi())
+        .ok()
+        .and_then(|document| document.pointer("/components/schemas").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Run the tool `name` with JSON `arguments` and answer with its wire response as JSON;
+/// `trigger` names the surface in consolidation runs, `roots` bounds build_context.
+pub async fn call_tool(
+    runtime: &Runtime,
+    roots: &ProjectRoots,
+    trigger: &str,
+    name: &str,
+    arguments: Value,
+) -> MemoryResult<Value> {
+    let args = arguments;
+    match name {
+        "remember" => answer(tools::remember(runtime, parse(args)?).await),
+        "remember_batch" => answer(tools::remember_batch(runtime, parse(args)?).await),
+        "recall" => answer(tools::recall(runtime, parse(args)?).await),
+        "associate" => answer(tools::associate(runtime, parse(args)?).await),
+        "spreading_activation" => answer(tools::spreading_activation(runtime, parse(args)?).await),
+        "forget" => answer(tools::forget(runtime, parse(args)?).await),
+        "consolidate" => answer(tools::consolidate(runtime, parse(args)?, trigger).await),
+        "reflect" => answer(tools::reflect(runtime, parse(args)?).await),
+        "memory_history" => answer(tools::memory_history(runtime, parse(args)?).await),
+        "build_context" => answer(tools::build_context(runtime, roots, parse(args)?).await),
+        "extract_turn" => answer(tools::extract_turn(runtime, parse(args)?).await),
+        "project_put" => answer(projects::project_put(runtime, parse(args)?).await),
+        "project_list" => answer(projects::project_list(runtime, parse(args)?).await),
+        "kv_put" => answer(kv::kv_put(runtime, parse(args)?).await),
+        "kv_get" => answer(kv::kv_get(runtime, parse(args)?).await),
+        "kv_search" => answer(kv::kv_search(runtime, parse(args)?).await),
+        "kv_list_by_tag" => answer(kv::kv_list_by_tag(runtime, parse(args)?).await),
+        "kv_stats" => answer(kv::kv_stats(runtime, parse(args)?).await),
+        "kv_delete" => answer(kv::kv_delete(runtime, parse(args)?).await),
+        unknown => Err(MemoryError::invalid(
+            "name",
+            format!("no tool named {unknown:?}; tools/list names the tools this server has"),
+        )),
+    }
+}
+
+/// Parse tool arguments with the REST surface's strict rules.
+fn parse<T: DeserializeOwned>(arguments: Value) -> MemoryResult<T> {
+    from_json_value(arguments)
+}
+
+/// A wire response as JSON (serialising a wire type cannot fail; if it did, it is a bug).
+fn answer<T: Serialize>(result: MemoryResult<T>) -> MemoryResult<Value> {
+    let response = result?;
+    serde_json::to_value(response).map_err(|error| {
+        MemoryError::new(
+            ErrorCode::Internal,
+            format!("could not serialise the answer: {error}"),
+        )
+    })
+}

@@ -1,0 +1,102 @@
+//! `/health` on the wire: liveness, the state of each backend and of each supervised
+//! actor, computed from the runtime's health report.
+
+use std::time::Instant;
+
+use mnemos_actors::supervisor::{ChildKind, ChildState};
+use mnemos_actors::Runtime;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Health of one supervised actor.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActorHealthView {
+    /// Actor name.
+    pub name: String,
+    /// running | restarting | failed.
+    pub state: String,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// Last failure.
+    pub last_error: Option<String>,
+}
+
+/// Liveness and per-backend state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthView {
+    /// ok | degraded.
+    pub status: String,
+    /// Server version.
+    pub version: String,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+    /// Backend name and state per store.
+    #[schema(value_type = Object)]
+    pub backends: serde_json::Value,
+    /// Supervised actors.
+    pub actors: Vec<ActorHealthView>,
+}
+
+/// The health answer of `runtime`, serving since `started`.
+pub async fn health(runtime: &Runtime, started: Instant) -> HealthView {
+    let health = runtime.health().await;
+    let degraded = health
+        .children
+        .iter()
+        .any(|c| c.state != ChildState::Running)
+        || health.index.is_none()
+        || health.working_degraded.is_some()
+        || health.projections.iter().any(|p| p.state == "behind");
+    let state_of = |kind: ChildKind| {
+        health
+            .children
+            .iter()
+            .find(|c| c.child == kind)
+            .map(|c| match c.state {
+                ChildState::Running => "up",
+                ChildState::Restarting => "restarting",
+                ChildState::Failed => "down",
+            })
+            .unwrap_or("down")
+    };
+    let backends = serde_json::json!({
+        "store": { "backend": health.store_backend, "state": state_of(ChildKind::Episodic) },
+        "vectors": {
+            "backend": health.index.as_ref().map(|i| i.backend.clone()),
+            "state": state_of(ChildKind::Vectors),
+            "model": health.index.as_ref().map(|i| i.model.clone()),
+            "dimension": health.index.as_ref().map(|i| i.dimension),
+            "indexed": health.index.as_ref().map(|i| i.vectors),
+        },
+        "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
+        "projections": health.projections,
+        "working": {
+            "backend": health.working_backend,
+            "state": if health.working_degraded.is_some() { "degraded" } else { state_of(ChildKind::Working) },
+            "fallback": health.working_degraded,
+        },
+        "namespaces": { "backend": health.namespaces_backend, "state": state_of(ChildKind::Namespaces) },
+        "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
+    });
+    HealthView {
+        status: if degraded { "degraded" } else { "ok" }.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        uptime_seconds: started.elapsed().as_secs(),
+        backends,
+        actors: health
+            .children
+            .into_iter()
+            .map(|c| ActorHealthView {
+                name: c.child.as_str().to_string(),
+                state: match c.state {
+                    ChildState::Running => "running",
+                    ChildState::Restarting => "restarting",
+                    ChildState::Failed => "failed",
+                }
+                .to_string(),
+                restarts: c.restarts,
+                last_error: c.last_error,
+            })
+            .collect(),
+    }
+}

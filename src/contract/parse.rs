@@ -1,0 +1,125 @@
+//! Parsing of wire input into domain values, with the contract's rules: every failure
+//! is `invalid_argument` naming the field at fault. REST, MCP, the proxy and the CLI
+//! all parse through these functions, so one input means one thing everywhere.
+
+use chrono::{DateTime, Datelike, Utc};
+use mnemos_actors::error::{MemoryError, MemoryResult};
+use mnemos_actors::model::{AgentId, MemoryStatus, MemoryType, SessionId};
+use mnemos_actors::policy::time::TimeRange;
+use mnemos_actors::projects::ProjectId;
+use serde::de::DeserializeOwned;
+
+/// Parse an already-decoded JSON value (an MCP tool's arguments, a REST body) into a
+/// wire request: unknown fields, missing fields and wrong types are `invalid_argument`
+/// naming the field.
+pub fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> MemoryResult<T> {
+    serde_path_to_error::deserialize(value).map_err(json_error)
+}
+
+/// Parse a JSON body from bytes with the same rules as [`from_json_value`].
+pub fn from_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> MemoryResult<T> {
+    let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(deserializer).map_err(json_error)
+}
+
+/// The contract's error for a body that did not deserialize, naming the field at fault.
+fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> MemoryError {
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    let message = inner.to_string();
+    let field = if path == "." || path == "?" || path.is_empty() {
+        // serde names missing/unknown fields in the message: lift the name out.
+        message.split('`').nth(1).unwrap_or("body").to_string()
+    } else {
+        path
+    };
+    let (field, message) = match inner.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => (
+            "body".to_string(),
+            format!("the body is not valid JSON: {message}"),
+        ),
+        serde_json::error::Category::Io | serde_json::error::Category::Data => {
+            (field.clone(), format!("{field}: {message}"))
+        }
+    };
+    MemoryError::invalid(field, message)
+}
+
+/// Parse a query string into a wire request; the error names the parameter at fault.
+pub fn from_query<T: DeserializeOwned>(query: &str) -> MemoryResult<T> {
+    serde_urlencoded::from_str(query).map_err(|error| {
+        let message = error.to_string();
+        let field = message.split('`').nth(1).unwrap_or("query").to_string();
+        MemoryError::invalid(field, format!("bad query string: {message}"))
+    })
+}
+
+/// Parse an agent id field (`agent_id`).
+pub fn agent(raw: &str) -> MemoryResult<AgentId> {
+    AgentId::parse(raw)
+}
+
+/// Parse an optional agent id (an owner that is checked when given).
+pub fn optional_agent(raw: Option<&str>) -> MemoryResult<Option<AgentId>> {
+    raw.map(agent).transpose()
+}
+
+/// Parse an optional session id; the error names `field` (`memories[3].session_id`).
+pub fn session(field: &str, raw: Option<&str>) -> MemoryResult<Option<SessionId>> {
+    raw.map(|s| {
+        SessionId::parse(s).map_err(|mut e| {
+            e.field = Some(field.to_string());
+            e.message = e.message.replace("session_id", field);
+            e
+        })
+    })
+    .transpose()
+}
+
+/// Parse an optional project id field named `field`.
+pub fn project(field: &str, raw: Option<&str>) -> MemoryResult<Option<ProjectId>> {
+    raw.map(|p| ProjectId::parse_field(field, p)).transpose()
+}
+
+/// Parse an optional memory type field named `field`.
+pub fn memory_type(field: &str, raw: Option<&str>) -> MemoryResult<Option<MemoryType>> {
+    raw.map(|t| MemoryType::parse(field, t)).transpose()
+}
+
+/// Parse a list of memory types, each error naming `field`.
+pub fn memory_types(field: &str, raw: &[String]) -> MemoryResult<Vec<MemoryType>> {
+    raw.iter().map(|t| MemoryType::parse(field, t)).collect()
+}
+
+/// Parse an optional memory status field named `field`.
+pub fn memory_status(field: &str, raw: Option<&str>) -> MemoryResult<Option<MemoryStatus>> {
+    raw.map(|s| MemoryStatus::parse(field, s)).transpose()
+}
+
+/// A required string that arrives in an optional wire field (query parameters).
+pub fn required(field: &str, value: Option<String>) -> MemoryResult<String> {
+    value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))
+}
+
+/// Check a request's reference time: calendar arithmetic near chrono's limits would
+/// overflow, so only the years 1..=9999 are accepted.
+pub fn reference_time(now: Option<DateTime<Utc>>) -> MemoryResult<Option<DateTime<Utc>>> {
+    if let Some(now) = now {
+        if !(1..=9999).contains(&now.year()) {
+            return Err(MemoryError::invalid(
+                "now",
+                format!("now {now} is outside the years 1 to 9999"),
+            ));
+        }
+    }
+    Ok(now)
+}
+
+/// Parse an optional `time_query` (`last week`, `in May 2023`, ...) relative to `now`.
+pub fn time_query(raw: Option<&str>, now: DateTime<Utc>) -> MemoryResult<Option<TimeRange>> {
+    raw.map(|q| {
+        mnemos_actors::policy::time::parse_time_query(q, now)
+            .map_err(|message| MemoryError::invalid("time_query", message))
+    })
+    .transpose()
+}

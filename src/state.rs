@@ -1,0 +1,25 @@
+//! What the REST handlers share at run time ([`AppState`]): built once by
+//! `app::Application`, handed to the routes by `router::router`. A neutral module so
+//! that neither the router nor the handlers own it.
+
+use std::time::Instant;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use mnemos_actors::Runtime;
+
+use crate::context::ProjectRoots;
+
+/// State shared by every REST handler (behind an `Arc`).
+#[derive(Clone)]
+pub struct AppState {
+    /// The runtime handle every operation goes through.
+    pub runtime: Runtime,
+    /// Whether the fault-injection route answers (`server.fault_injection`; supervision tests only).
+    pub fault_injection: bool,
+    /// Renders the process's Prometheus metrics for `/metrics`.
+    pub metrics: PrometheusHandle,
+    /// When serving started, for `/health`'s uptime.
+    pub started: Instant,
+    /// Directories build_context's `project_root` may name (`server.project_roots`).
+    pub project_roots: ProjectRoots,
+}
