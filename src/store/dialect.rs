@@ -285,14 +285,14 @@ pub(crate) async fn commit<D: Dialect>(tx: Transaction<'static, D>) -> MemoryRes
 
 /// Replace a memory inside a write transaction if its stored version is
 /// `previous.version`, archiving `previous` and refreshing its keyword terms (and its
-/// embedding when given).
+/// embedding when given). The content hash is computed only when the content changed.
 pub(crate) async fn update_record<D: Dialect>(
     conn: &mut D::Connection,
     next: &Memory,
     previous: &MemoryVersion,
     embedding: Option<&[f32]>,
 ) -> MemoryResult<()> {
-    let content_hash = Some(normalized_hash(&next.content));
+    let content_hash = (next.content != previous.content).then(|| normalized_hash(&next.content));
     let update = sql::update_memory(next, previous.version, content_hash.as_deref());
     if run::<D>(conn, &update).await? == 0 {
         let stored = Statement::new(sql::MEMORY_VERSION, [Arg::Text(next.id.as_str())]);
