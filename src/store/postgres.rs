@@ -66,9 +66,12 @@ const ANALYZE_EVERY: u64 = 20_000;
 /// (PostgreSQL limits a `tsvector` lexeme to 2 KiB).
 const MAX_LEXEME_BYTES: usize = 1000;
 
-/// The last sequence number the outbox handed out.
-const OUTBOX_HEAD: &str =
-    "COALESCE(pg_sequence_last_value(CAST(pg_get_serial_sequence('outbox', 'seq') AS regclass)), 0)";
+/// The last sequence number the outbox handed out, as a literal for `concat!`.
+macro_rules! outbox_head {
+    () => {
+        "COALESCE(pg_sequence_last_value(CAST(pg_get_serial_sequence('outbox', 'seq') AS regclass)), 0)"
+    };
+}
 
 /// `time` within what `timestamptz` holds (4713 BC to 294276 AD). Open-ended ranges
 /// use chrono's extremes (`DateTime::<Utc>::MIN_UTC` for "before X"), which SQLite
@@ -86,6 +89,7 @@ fn pg_time(time: DateTime<Utc>) -> DateTime<Utc> {
     time.clamp(earliest, latest)
 }
 
+/// A database error as the store reports it: the backend is unavailable.
 fn backend_error(error: sqlx::Error) -> MemoryError {
     MemoryError::unavailable(format!("postgres: {error}"))
 }
@@ -181,6 +185,7 @@ struct SearchRow {
     length: i32,
 }
 
+/// A memory's keyword-index row.
 fn search_row(memory: &Memory) -> SearchRow {
     let all = postings(memory, spell);
     let mut tf: HashMap<String, i64> = HashMap::new();
@@ -261,8 +266,11 @@ impl Dialect for Postgres {
          new_procedural = excluded.new_procedural, report = excluded.report";
     const RECORD_KEYWORD_TERMS: &'static str = "INSERT INTO store_meta (key, value) \
          VALUES ('keyword_terms', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-    const OUTBOX_BOUNDS: &'static str = "SELECT (SELECT MIN(seq) FROM outbox) AS oldest, \
-         COALESCE(pg_sequence_last_value(CAST(pg_get_serial_sequence('outbox', 'seq') AS regclass)), 0) AS head";
+    const OUTBOX_BOUNDS: &'static str = concat!(
+        "SELECT (SELECT MIN(seq) FROM outbox) AS oldest, ",
+        outbox_head!(),
+        " AS head"
+    );
     const EDGE_ORDER: &'static str = " ORDER BY from_id, to_id, relation";
     const PURGE_ORDER: &'static str = " ORDER BY m.updated_at, m.id";
     const PURGE_CHUNK: usize = usize::MAX;
@@ -429,7 +437,7 @@ impl Dialect for Postgres {
         // Behind the write lock no writer is in flight, so every sequence number taken
         // so far belongs to a committed (or rolled-back) transaction.
         let mut tx = store.write_transaction().await?;
-        let head = Statement::new(format!("SELECT {OUTBOX_HEAD} AS head"), []);
+        let head = Statement::new(concat!("SELECT ", outbox_head!(), " AS head"), []);
         let head = one_row::<Self>(&mut tx, &head).await?.integer("head")?;
         commit(tx).await?;
         Ok(head.max(0) as u64)

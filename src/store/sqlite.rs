@@ -36,6 +36,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqli
 /// SQLite-backed store.
 pub type SqliteStore = SqlStore<Sqlite>;
 
+/// A database error as the store reports it: the backend is unavailable.
 fn backend_error(error: sqlx::Error) -> MemoryError {
     MemoryError::unavailable(format!("sqlite: {error}"))
 }
@@ -45,16 +46,19 @@ pub fn format_time(time: &DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
+/// A stored [`format_time`] text as an instant.
 fn parse_time(raw: &str) -> MemoryResult<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(raw)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| MemoryError::internal(format!("corrupt timestamp {raw:?} in store: {e}")))
 }
 
+/// An embedding as stored: its floats as little-endian bytes.
 fn vector_to_blob(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// A stored embedding as floats.
 fn blob_to_vector(blob: &[u8]) -> Vec<f32> {
     blob.chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -588,10 +592,23 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn every_change_enqueues_an_outbox_entry_in_its_transaction() {
+    /// Bring `projection` up to date from `known` (pages of 2 entries, at most 8 pages).
+    async fn follow(
+        store: &SqliteStore,
+        projection: &Recording,
+        known: Option<u64>,
+    ) -> (u64, bool) {
         use mnemos_actors::actors::projector::catch_up;
         use mnemos_actors::testing::StoreSource;
+        let source = StoreSource {
+            store,
+            graph: store,
+        };
+        catch_up(&source, projection, known, 2, 8).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_change_enqueues_an_outbox_entry_in_its_transaction() {
         let (store, _dir) = store().await;
         let now = Utc::now();
         let a = memory_fixture("alice", "a", now);
@@ -644,18 +661,7 @@ mod tests {
 
         // A fresh projection is rebuilt from SQL, then follows the outbox.
         let projection = Recording::default();
-        let (applied, rebuilt) = catch_up(
-            &StoreSource {
-                store: &store,
-                graph: &store,
-            },
-            &projection,
-            None,
-            2,
-            8,
-        )
-        .await
-        .unwrap();
+        let (applied, rebuilt) = follow(&store, &projection, None).await;
         assert!(rebuilt);
         assert_eq!(applied, bounds.head);
         assert_eq!(
@@ -668,18 +674,7 @@ mod tests {
             .insert(&[StoredMemory::new(c.clone(), vec![1.0])])
             .await
             .unwrap();
-        let (applied, rebuilt) = catch_up(
-            &StoreSource {
-                store: &store,
-                graph: &store,
-            },
-            &projection,
-            Some(applied),
-            2,
-            8,
-        )
-        .await
-        .unwrap();
+        let (applied, rebuilt) = follow(&store, &projection, Some(applied)).await;
         assert!(!rebuilt);
         assert!(
             matches!(&projection.changes.lock().unwrap()[1], ProjectedChange::UpsertMemory { id, .. } if *id == c.id)
@@ -692,18 +687,7 @@ mod tests {
         // A projection that claims more than the store ever wrote was filled from
         // another database: it is rebuilt, not trusted.
         *projection.applied.lock().unwrap() = Some(applied + 1000);
-        let (again, rebuilt) = catch_up(
-            &StoreSource {
-                store: &store,
-                graph: &store,
-            },
-            &projection,
-            None,
-            2,
-            8,
-        )
-        .await
-        .unwrap();
+        let (again, rebuilt) = follow(&store, &projection, None).await;
         assert!(rebuilt);
         assert_eq!(again, applied);
         assert_eq!(projection.changes.lock().unwrap().len(), 2, "a and c");
