@@ -1,6 +1,6 @@
 //! Backend adapters of the store traits, and the choice of system of record.
 //!
-//! Both SQL stores are one [`dialect::SqlStore`] over a [`dialect::Dialect`]: the trait
+//! Both SQL stores are one `SqlStore` over a `Dialect`: the trait
 //! implementations are written once (`memories`, `graph`, `projects`, `kv`), with the
 //! statements both databases run as written in `sql`, the reading of rows in `rows`,
 //! and what each database does its own way in `sqlite` and `postgres`.
