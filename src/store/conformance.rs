@@ -135,6 +135,7 @@ on_both_backends!(
     inserts_are_idempotent_by_id,
     insert_new_content_skips_what_the_agent_already_holds,
     update_is_compare_and_swap_with_history,
+    updates_keep_the_content_hash_in_step_with_the_content,
     list_filters_and_pages,
     embeddings_page_in_id_order_of_active_memories,
     leases_let_one_holder_claim_each_slot,
@@ -483,6 +484,46 @@ async fn update_is_compare_and_swap_with_history<S: TestStore>(store: &S) {
     assert_eq!(
         store.history(&memory.id).await.unwrap(),
         vec![previous, second]
+    );
+}
+
+/// The deduplication key is the one the record carried (the store never hashes what it
+/// is handed), stays through an update that keeps the content, and follows one that
+/// changes it.
+async fn updates_keep_the_content_hash_in_step_with_the_content<S: TestStore>(store: &S) {
+    let memory = fixture("alice", "I live in Paris", t0());
+    let carried = StoredMemory::with_hash(memory.clone(), vec![1.0, 0.0], "carried".into());
+    store.insert(&[carried]).await.unwrap();
+    let found = |hash: String| async move {
+        store
+            .find_by_content_hash(&agent("alice"), &[hash])
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, m)| m.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(found("carried".into()).await, vec![memory.id.clone()]);
+    let later = t0() + Duration::hours(1);
+    let mut reweighted = memory.clone();
+    reweighted.importance = 0.9;
+    reweighted.version = 2;
+    store
+        .update(&reweighted, &version_of(&memory, "patch", later), None)
+        .await
+        .unwrap();
+    assert_eq!(found("carried".into()).await, vec![memory.id.clone()]);
+    let mut moved = reweighted.clone();
+    moved.content = "I live in Tokyo".into();
+    moved.version = 3;
+    store
+        .update(&moved, &version_of(&reweighted, "patch", later), None)
+        .await
+        .unwrap();
+    assert!(found("carried".into()).await.is_empty());
+    assert_eq!(
+        found(normalized_hash("i live in   TOKYO")).await,
+        vec![memory.id.clone()]
     );
 }
 

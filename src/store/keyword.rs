@@ -10,6 +10,74 @@
 //! memory is a sentence or two. k1 0.9 / b 0.4 (saturate repeats sooner, normalise
 //! length less) measured +0.013 any@10 and +0.016 nDCG@10 on the LoCoMo dev set (README).
 
+use mnemos_actors::model::{AgentId, Memory, MemoryId};
+use mnemos_actors::store::KeywordQuery;
+use mnemos_actors::text::keyword_terms;
+
+/// Prefix of the shared pool's copies of search terms (not a possible agent prefix:
+/// those start with `a`).
+pub(crate) const SHARED_TERM_PREFIX: &str = "sharedpol";
+
+/// Prefix of an agent's search terms: `a` + 8 hex digits of a stable hash of the id.
+/// A collision only merges two agents' posting lists; searches still filter by agent.
+pub(crate) fn agent_term_prefix(agent: &AgentId) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in agent.as_str().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("a{:08x}", hash as u32)
+}
+
+/// A memory's postings, with repeats, in the order both stores index them: its title
+/// and content terms under its agent's prefix, then again under the shared prefix when
+/// the memory is shared. `spell` writes one (prefix, term) as the store stores it.
+pub(crate) fn postings(memory: &Memory, spell: impl Fn(&str, &str) -> String) -> Vec<String> {
+    let text = match &memory.title {
+        Some(title) => format!("{title} {}", memory.content),
+        None => memory.content.clone(),
+    };
+    let terms = keyword_terms(&text);
+    let prefix = agent_term_prefix(&memory.agent_id);
+    let mut out: Vec<String> = terms.iter().map(|t| spell(&prefix, t)).collect();
+    if memory.shared {
+        out.extend(terms.iter().map(|t| spell(SHARED_TERM_PREFIX, t)));
+    }
+    out
+}
+
+/// The distinct search terms of a query's text, sorted.
+pub(crate) fn query_terms(text: &str) -> Vec<String> {
+    let mut terms = keyword_terms(text);
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+/// The phrases a query searches, in the order of SQLite's MATCH expression: each of
+/// `terms` under the agent's prefix, then under the shared prefix when the query
+/// includes the shared pool. `spell` writes one (prefix, term) as the store matches it.
+pub(crate) fn query_phrases(
+    query: &KeywordQuery,
+    terms: &[String],
+    spell: impl Fn(&str, &str) -> String,
+) -> Vec<String> {
+    let prefix = agent_term_prefix(&query.agent_id);
+    let mut phrases: Vec<String> = terms.iter().map(|t| spell(&prefix, t)).collect();
+    if query.include_shared {
+        phrases.extend(terms.iter().map(|t| spell(SHARED_TERM_PREFIX, t)));
+    }
+    phrases
+}
+
+/// The best `limit` hits: highest score first, ties by id (SQLite orders by `bm25()`,
+/// the negated score, then id).
+pub(crate) fn best(mut scored: Vec<(MemoryId, f64)>, limit: usize) -> Vec<(MemoryId, f64)> {
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0 .0.cmp(&b.0 .0)));
+    scored.truncate(limit);
+    scored
+}
+
 /// Term-frequency saturation.
 pub(crate) const BM25_K1: f64 = 0.9;
 /// Length normalisation (0: none, 1: full).

@@ -1,7 +1,19 @@
 //! Backend adapters of the store traits, and the choice of system of record.
+//!
+//! Both SQL stores are one `SqlStore` over a `Dialect`: the trait
+//! implementations are written once (`memories`, `graph`, `projects`, `kv`), with the
+//! statements both databases run as written in `sql`, the reading of rows in `rows`,
+//! and what each database does its own way in `sqlite` and `postgres`.
 
+mod dialect;
+mod graph;
 pub(crate) mod keyword;
+mod kv;
+mod memories;
 pub mod postgres;
+mod projects;
+mod rows;
+mod sql;
 pub mod sqlite;
 
 #[cfg(test)]

@@ -1,0 +1,530 @@
+//! [`MemoryStore`] on either SQL database: the system of record's memories, versions,
+//! embeddings, run log, session archives and log, leases and outbox.
+//!
+//! Each operation is one statement or one transaction whose text is in `sql.rs`; what a
+//! dialect does its own way (inserting with keyword terms, the keyword search, a few
+//! spellings) comes from its [`Dialect`].
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use mnemos_actors::error::MemoryResult;
+use mnemos_actors::model::{
+    AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole, SessionId,
+    SessionMessage, SessionRecord,
+};
+use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
+use mnemos_actors::store::{
+    ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery, MemoryStore,
+    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
+};
+
+use super::dialect::{commit, one_row, rows, run, update_record, Dialect, SqlStore};
+use super::rows::{self as map, Columns};
+use super::sql::{self, id_texts, Arg, Statement};
+
+/// `value` as a bound whole number (saturating: sequence numbers never reach it).
+fn whole(value: u64) -> Arg<'static> {
+    Arg::Integer(i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl<D: Dialect> MemoryStore for SqlStore<D> {
+    fn backend_name(&self) -> &'static str {
+        D::STORE_NAME
+    }
+
+    fn keeps_edges(&self) -> bool {
+        true
+    }
+
+    async fn check_embedding_model(&self, model_id: &str, dimension: usize) -> MemoryResult<()> {
+        D::check_embedding_model(self, model_id, dimension).await
+    }
+
+    async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
+        D::insert_records(&mut tx, &records.iter().collect::<Vec<_>>()).await?;
+        commit(tx).await?;
+        D::inserted(self, records.len() as u64);
+        Ok(())
+    }
+
+    async fn insert_new_content(
+        &self,
+        records: &[StoredMemory],
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        // Under the write lock: a process writing the same content at once waits, then
+        // finds this one's row, so nothing can store it between the check and the write.
+        let mut tx = self.write_transaction().await?;
+        let mut stored = Vec::new();
+        for (agent, hashes) in active_content_hashes(records) {
+            for chunk in D::LISTS.chunks(&hashes, 400) {
+                let mut statement =
+                    Statement::new(sql::ACTIVE_CONTENT, [Arg::Text(agent.as_str())]);
+                statement.push_in(D::LISTS, "content_hash", chunk.iter().map(String::as_str));
+                for row in rows::<D>(&mut tx, &statement).await? {
+                    let key = (
+                        row.text("id")?,
+                        row.text("content_hash")?,
+                        row.optional_text("project_id")?,
+                    );
+                    stored.push(StoredContent::from_row(&agent, key)?);
+                }
+            }
+        }
+        let (fresh, duplicates) = split_stored_content(records, &stored);
+        D::insert_records(&mut tx, &fresh).await?;
+        commit(tx).await?;
+        D::inserted(self, fresh.len() as u64);
+        Ok(duplicates)
+    }
+
+    async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
+        let statement = Statement::new(sql::MEMORY, [Arg::Text(id.as_str())]);
+        self.first(&statement, map::memory).await
+    }
+
+    async fn find_by_content_hash(
+        &self,
+        agent: &AgentId,
+        hashes: &[String],
+    ) -> MemoryResult<Vec<(String, Memory)>> {
+        let mut found = Vec::new();
+        for chunk in D::LISTS.chunks(hashes, 400) {
+            let mut statement = Statement::new(sql::ACTIVE_BY_HASH, [Arg::Text(agent.as_str())]);
+            statement.push_in(D::LISTS, "content_hash", chunk.iter().map(String::as_str));
+            for row in self.rows(&statement).await? {
+                found.push((row.text("content_hash")?, map::memory(&row)?));
+            }
+        }
+        Ok(found)
+    }
+
+    async fn session_neighbours(
+        &self,
+        memory: &Memory,
+        radius: usize,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let Some(session) = &memory.session_id else {
+            return Ok(Vec::new());
+        };
+        let statement = Statement::new(
+            sql::SESSION_NEIGHBOURS,
+            [
+                Arg::Text(memory.agent_id.as_str()),
+                Arg::Text(session.as_str()),
+                Arg::Text(memory.id.as_str()),
+                Arg::Integer(radius as i64),
+            ],
+        );
+        let ids = self
+            .rows(&statement)
+            .await?
+            .iter()
+            .map(|row| row.text("id"))
+            .collect::<MemoryResult<Vec<String>>>()?;
+        // Before first (nearest first), then after (nearest first). Ids compare as
+        // bytes in both databases (SQLite's BINARY, PostgreSQL's "C" collation).
+        let (mut before, mut after): (Vec<String>, Vec<String>) = ids
+            .into_iter()
+            .partition(|id| id.as_str() < memory.id.as_str());
+        before.sort_by(|a, b| b.cmp(a));
+        after.sort();
+        Ok(before.into_iter().chain(after).map(MemoryId).collect())
+    }
+
+    async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+        let mut memories = Vec::with_capacity(ids.len());
+        for chunk in D::LISTS.chunks(ids, 500) {
+            let mut statement = Statement::new(sql::MEMORIES_WHERE, []);
+            statement.push_in(D::LISTS, "id", id_texts(chunk));
+            for row in self.rows(&statement).await? {
+                memories.push(map::memory(&row)?);
+            }
+        }
+        Ok(memories)
+    }
+
+    async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
+        let statement = sql::list_memories(query, D::HAS_TAG);
+        self.all(&statement, map::memory).await
+    }
+
+    async fn update(
+        &self,
+        next: &Memory,
+        previous: &MemoryVersion,
+        embedding: Option<&[f32]>,
+    ) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
+        update_record::<D>(&mut tx, next, previous, embedding).await?;
+        commit(tx).await
+    }
+
+    async fn delete(&self, id: &MemoryId) -> MemoryResult<bool> {
+        let statement = Statement::new(sql::DELETE_MEMORY, [Arg::Text(id.as_str())]);
+        Ok(self.run_alone(&statement).await? > 0)
+    }
+
+    async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
+        let statement = Statement::new(sql::HISTORY, [Arg::Text(id.as_str())]);
+        self.all(&statement, map::version).await
+    }
+
+    async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        D::keyword_search(self, query).await
+    }
+
+    async fn touch(&self, ids: &[MemoryId], at: DateTime<Utc>) -> MemoryResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write_transaction().await?;
+        for chunk in D::LISTS.chunks(ids, 500) {
+            let mut statement = Statement::new(
+                format!(
+                    "UPDATE memories SET access_count = access_count + 1, \
+                     last_accessed_at = {}(last_accessed_at, $1) WHERE ",
+                    D::GREATEST
+                ),
+                [Arg::Time(at)],
+            );
+            statement.push_in(D::LISTS, "id", id_texts(chunk));
+            run::<D>(&mut tx, &statement).await?;
+        }
+        commit(tx).await
+    }
+
+    async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
+        let statement = Statement::new(sql::AGENT_MEMORIES, [Arg::Text(agent.as_str())]);
+        self.all(&statement, map::memory).await
+    }
+
+    async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+        let rows = self.rows(&Statement::new(sql::AGENTS, [])).await?;
+        rows.iter()
+            .map(|row| AgentId::parse(&row.text("agent_id")?))
+            .collect()
+    }
+
+    async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
+        let statement = Statement::new(sql::EMBEDDING, [Arg::Text(id.as_str())]);
+        self.row(&statement)
+            .await?
+            .map(|row| row.vector("vector"))
+            .transpose()
+    }
+
+    async fn embeddings_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<EmbeddingRecord>> {
+        let statement = Statement::new(
+            sql::EMBEDDINGS_PAGE,
+            [
+                Arg::Text(after.map(MemoryId::as_str).unwrap_or("")),
+                Arg::Integer(limit as i64),
+            ],
+        );
+        self.all(&statement, map::embedding_record).await
+    }
+
+    async fn count(&self) -> MemoryResult<u64> {
+        let mut conn = self.connection().await?;
+        let row = one_row::<D>(&mut conn, &Statement::new(sql::COUNT_MEMORIES, [])).await?;
+        Ok(row.integer("total")?.max(0) as u64)
+    }
+
+    async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {
+        self.run(&Statement::new(D::RECORD_RUN, sql::run_args(run)))
+            .await?;
+        Ok(())
+    }
+
+    async fn runs(
+        &self,
+        agent: Option<&AgentId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ConsolidationRun>> {
+        let statement = sql::runs(agent, limit);
+        self.all(&statement, map::run).await
+    }
+
+    async fn commit_consolidation(&self, consolidation: &ConsolidationCommit) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
+        // Sources first: a source changed since it was read fails the whole cluster.
+        for (next, previous) in &consolidation.sources {
+            update_record::<D>(&mut tx, next, previous, None).await?;
+        }
+        D::insert_records(&mut tx, &[&consolidation.derived]).await?;
+        for edge in &consolidation.edges {
+            D::fetch_all(&mut tx, &sql::upsert_edge(edge))
+                .await
+                .map_err(super::graph::edge_error::<D>)?;
+        }
+        commit(tx).await
+    }
+
+    async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in D::LISTS.chunks(ids, 500) {
+            let mut statement = Statement::new(sql::EMBEDDINGS_WHERE, []);
+            statement.push_in(D::LISTS, "memory_id", id_texts(chunk));
+            for row in self.rows(&statement).await? {
+                out.push((MemoryId(row.text("memory_id")?), row.vector("vector")?));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn purge_forgotten(
+        &self,
+        agent: &AgentId,
+        archived_before: DateTime<Utc>,
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let mut tx = self.write_transaction().await?;
+        let forgotten = Statement::new(
+            format!("{}{}", sql::FORGOTTEN, D::PURGE_ORDER),
+            [
+                Arg::Text(agent.as_str()),
+                Arg::Bound(archived_before),
+                Arg::Text(FORGET_REASONS[0]),
+                Arg::Text(FORGET_REASONS[1]),
+            ],
+        );
+        let ids = rows::<D>(&mut tx, &forgotten)
+            .await?
+            .iter()
+            .map(|row| row.text("id"))
+            .collect::<MemoryResult<Vec<String>>>()?;
+        for chunk in ids.chunks(D::PURGE_CHUNK) {
+            // Versions, embedding, edges and keyword terms go with them (cascades and trigger).
+            let mut statement = Statement::new(sql::DELETE_MEMORIES_WHERE, []);
+            statement.push_in(D::LISTS, "id", chunk.iter().map(String::as_str));
+            run::<D>(&mut tx, &statement).await?;
+        }
+        commit(tx).await?;
+        Ok(ids.into_iter().map(MemoryId).collect())
+    }
+
+    async fn idle_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        limit: usize,
+    ) -> MemoryResult<Vec<IdleSession>> {
+        let statement = Statement::new(
+            sql::idle_sessions(D::NOT_ARCHIVE_SUMMARY),
+            [Arg::Bound(idle_before), Arg::Integer(limit as i64)],
+        );
+        self.all(&statement, map::idle_session).await
+    }
+
+    async fn session_memories(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Vec<Memory>> {
+        let statement = Statement::new(
+            sql::SESSION_MEMORIES,
+            [Arg::Text(agent.as_str()), Arg::Text(session.as_str())],
+        );
+        self.all(&statement, map::memory).await
+    }
+
+    async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
+        let mut tx = self.write_transaction().await?;
+        let mark = Statement::new(
+            sql::MARK_SESSION_ARCHIVED,
+            [
+                Arg::Text(archive.agent_id.as_str()),
+                Arg::Text(archive.session_id.as_str()),
+                Arg::Time(archive.archived_through),
+                Arg::Text(archive.summary.memory.id.as_str()),
+            ],
+        );
+        if run::<D>(&mut tx, &mark).await? == 0 {
+            return Ok(false);
+        }
+        D::insert_records(&mut tx, &[&archive.summary]).await?;
+        commit(tx).await?;
+        Ok(true)
+    }
+
+    fn keeps_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_after(&self, after: u64, limit: usize) -> MemoryResult<Vec<OutboxEntry>> {
+        let statement = Statement::new(
+            sql::OUTBOX_AFTER,
+            [whole(after), Arg::Integer(limit as i64)],
+        );
+        self.all(&statement, map::outbox_entry).await
+    }
+
+    async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
+        let mut conn = self.connection().await?;
+        let row = one_row::<D>(&mut conn, &Statement::new(D::OUTBOX_BOUNDS, [])).await?;
+        Ok(OutboxBounds {
+            oldest: row.optional_integer("oldest")?.map(|s| s.max(0) as u64),
+            head: row.integer("head")?.max(0) as u64,
+        })
+    }
+
+    async fn outbox_committed_head(&self) -> MemoryResult<u64> {
+        D::outbox_committed_head(self).await
+    }
+
+    async fn trim_outbox(&self, through: u64) -> MemoryResult<usize> {
+        let deleted = self
+            .run(&Statement::new(sql::TRIM_OUTBOX, [whole(through)]))
+            .await?;
+        Ok(deleted as usize)
+    }
+
+    async fn append_session_message(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        role: MessageRole,
+        content: &str,
+        tokens: u32,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<SessionMessage> {
+        let mut tx = D::session_transaction(&self.pool).await?;
+        let next = Statement::new(
+            sql::append_session(D::GREATEST),
+            [
+                Arg::Text(agent.as_str()),
+                Arg::Text(session.as_str()),
+                Arg::Integer(i64::from(tokens)),
+                Arg::Time(at),
+            ],
+        );
+        let seq = one_row::<D>(&mut tx, &next).await?.integer("last_seq")?;
+        let message = Statement::new(
+            sql::INSERT_SESSION_MESSAGE,
+            [
+                Arg::Text(agent.as_str()),
+                Arg::Text(session.as_str()),
+                Arg::Integer(seq),
+                Arg::Text(role.as_str()),
+                Arg::Text(content),
+                Arg::Integer(i64::from(tokens)),
+                Arg::Time(at),
+            ],
+        );
+        run::<D>(&mut tx, &message).await?;
+        commit(tx).await?;
+        Ok(SessionMessage {
+            seq: seq as u64,
+            role,
+            content: content.to_string(),
+            tokens,
+            at,
+        })
+    }
+
+    async fn session_record(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<Option<SessionRecord>> {
+        let statement = Statement::new(
+            sql::SESSION_RECORD,
+            [Arg::Text(agent.as_str()), Arg::Text(session.as_str())],
+        );
+        self.row(&statement)
+            .await?
+            .map(|row| map::session_record(&row, agent, session))
+            .transpose()
+    }
+
+    async fn session_messages_after(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+        after: u64,
+    ) -> MemoryResult<Vec<SessionMessage>> {
+        let statement = Statement::new(
+            sql::SESSION_MESSAGES_AFTER,
+            [
+                Arg::Text(agent.as_str()),
+                Arg::Text(session.as_str()),
+                whole(after),
+            ],
+        );
+        self.all(&statement, map::session_message).await
+    }
+
+    async fn commit_session_compaction(
+        &self,
+        compaction: &SessionCompaction,
+    ) -> MemoryResult<bool> {
+        let mut tx = self.write_transaction().await?;
+        let mark = Statement::new(
+            sql::COMPACT_SESSION,
+            [
+                whole(compaction.through),
+                Arg::Text(&compaction.summary),
+                Arg::Time(compaction.at),
+                Arg::Text(compaction.agent_id.as_str()),
+                Arg::Text(compaction.session_id.as_str()),
+            ],
+        );
+        if run::<D>(&mut tx, &mark).await? == 0 {
+            return Ok(false);
+        }
+        D::insert_records(&mut tx, &[&compaction.archive]).await?;
+        commit(tx).await?;
+        Ok(true)
+    }
+
+    async fn try_acquire_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        slot: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        let statement = Statement::new(
+            sql::ACQUIRE_LEASE,
+            [
+                Arg::Text(job),
+                Arg::Text(holder),
+                Arg::Time(expires_at),
+                Arg::Time(slot),
+                Arg::Time(now),
+            ],
+        );
+        Ok(self.run(&statement).await? > 0)
+    }
+
+    async fn renew_lease(
+        &self,
+        job: &str,
+        holder: &str,
+        expires_at: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        let statement = Statement::new(
+            sql::SET_LEASE_EXPIRY,
+            [Arg::Time(expires_at), Arg::Text(job), Arg::Text(holder)],
+        );
+        Ok(self.run(&statement).await? > 0)
+    }
+
+    async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> MemoryResult<()> {
+        let statement = Statement::new(
+            sql::SET_LEASE_EXPIRY,
+            [Arg::Time(now), Arg::Text(job), Arg::Text(holder)],
+        );
+        self.run(&statement).await?;
+        Ok(())
+    }
+
+    async fn flush(&self) -> MemoryResult<()> {
+        D::flush(self).await
+    }
+}
