@@ -35,6 +35,11 @@ pub struct Services {
 }
 
 impl Services {
+    /// The system of record as opened (maintenance commands such as `mnemos doctor`).
+    pub fn record(&self) -> &SystemOfRecord {
+        &self.record
+    }
+
     /// Open the data directory and start the runtime.
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
         let lock = DataDirLock::acquire(&settings.data_dir)?;

@@ -141,6 +141,14 @@ enum Command {
     },
     /// Apply database migrations and report the store's state.
     Migrate,
+    /// Find the rows reads skip because a column cannot be decoded (an instant outside
+    /// the years 1 to 9999 written by an older version, malformed JSON), and with
+    /// --repair rewrite them (instants to the nearest one stored, JSON to empty).
+    Doctor {
+        /// Rewrite what is found (default: only report it).
+        #[arg(long)]
+        repair: bool,
+    },
     /// Load synthetic memories and measure throughput, latency, restart time and memory.
     Bench(mnemos::bench::BenchArgs),
     /// Evaluate retrieval quality on a benchmark.
@@ -343,6 +351,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
         }
         Command::Archive => archive(runtime, json).await,
         Command::Reindex { projection } => reindex(runtime, projection, json).await,
+        Command::Doctor { repair } => doctor(services, repair, json).await,
         Command::Serve
         | Command::Mcp
         | Command::Migrate
@@ -351,6 +360,44 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             anyhow::bail!("handled before opening the data directory")
         }
     }
+}
+
+/// `mnemos doctor [--repair]`: report (and repair) the rows reads skip.
+async fn doctor(services: &Services, repair: bool, json: bool) -> anyhow::Result<()> {
+    let record = services.record();
+    if !repair {
+        let found = record.find_unreadable().await.map_err(user_error)?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&found)?);
+        } else if found.is_empty() {
+            println!("every row reads back; nothing to repair");
+        } else {
+            for row in &found {
+                println!("{} {}: {}", row.table, row.id, row.error);
+            }
+            println!(
+                "{} unreadable value(s); `mnemos doctor --repair` rewrites them",
+                found.len()
+            );
+        }
+        return Ok(());
+    }
+    let repaired = record
+        .repair_unreadable(services.runtime.now())
+        .await
+        .map_err(user_error)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&repaired)?);
+    } else {
+        for r in &repaired {
+            println!(
+                "{} {} {}: {:?} -> {}",
+                r.table, r.id, r.column, r.was, r.now
+            );
+        }
+        println!("{} value(s) repaired", repaired.len());
+    }
+    Ok(())
 }
 
 /// `mnemos remember`: the `remember` tool.

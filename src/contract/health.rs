@@ -46,7 +46,11 @@ pub async fn health(runtime: &Runtime, started: Instant) -> HealthView {
         .any(|c| c.state != ChildState::Running)
         || health.index.is_none()
         || health.working_degraded.is_some()
-        || health.projections.iter().any(|p| p.state == "behind");
+        || health.projections.iter().any(|p| p.state == "behind")
+        || health
+            .store
+            .as_ref()
+            .is_none_or(|s| s.unreachable.is_some() || !s.unreadable.is_empty());
     let state_of = |kind: ChildKind| {
         health
             .children
@@ -60,7 +64,7 @@ pub async fn health(runtime: &Runtime, started: Instant) -> HealthView {
             .unwrap_or("down")
     };
     let backends = serde_json::json!({
-        "store": { "backend": health.store_backend, "state": state_of(ChildKind::Episodic) },
+        "store": store_view(&health, state_of(ChildKind::Episodic)),
         "vectors": {
             "backend": health.index.as_ref().map(|i| i.backend.clone()),
             "state": state_of(ChildKind::Vectors),
@@ -99,4 +103,40 @@ pub async fn health(runtime: &Runtime, started: Instant) -> HealthView {
             })
             .collect(),
     }
+}
+
+/// The system of record's part of `/health`: `down` when its probe failed (or its actor
+/// did not answer), `degraded` while reads skip rows they cannot decode (listed, at most
+/// ten, with the command that repairs them).
+fn store_view(
+    health: &mnemos_actors::runtime::RuntimeHealth,
+    actor_state: &str,
+) -> serde_json::Value {
+    let Some(condition) = &health.store else {
+        return serde_json::json!({
+            "backend": health.store_backend,
+            "state": "down",
+            "error": "the episodic actor did not answer",
+        });
+    };
+    let state = if actor_state != "up" {
+        actor_state
+    } else if condition.unreachable.is_some() {
+        "down"
+    } else if !condition.unreadable.is_empty() {
+        "degraded"
+    } else {
+        "up"
+    };
+    let mut view = serde_json::json!({ "backend": health.store_backend, "state": state });
+    if let Some(error) = &condition.unreachable {
+        view["error"] = serde_json::json!(error);
+    }
+    if !condition.unreadable.is_empty() {
+        view["unreadable_rows"] = serde_json::json!(condition.unreadable.len());
+        view["unreadable"] =
+            serde_json::json!(condition.unreadable.iter().take(10).collect::<Vec<_>>());
+        view["repair"] = serde_json::json!("mnemos doctor --repair");
+    }
+    view
 }

@@ -24,7 +24,7 @@ use mnemos_actors::text::KEYWORD_TERMS_VERSION;
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, Transaction};
 
-use super::rows::Columns;
+use super::rows::{Columns, UnreadableRows};
 use super::sql::{self, Arg, ListBinding, Statement};
 
 /// What one SQL database does its own way; everything else is written once.
@@ -125,6 +125,8 @@ pub struct SqlStore<D: Dialect> {
     pub(crate) pool: Pool<D>,
     /// What the dialect keeps beside the pool.
     pub(crate) state: D::State,
+    /// Rows reads could not decode and skipped (shared by clones).
+    pub(crate) unreadable: std::sync::Arc<UnreadableRows>,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
@@ -132,6 +134,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
         Self {
             pool: self.pool.clone(),
             state: self.state.clone(),
+            unreadable: self.unreadable.clone(),
         }
     }
 }
@@ -177,6 +180,55 @@ impl<D: Dialect> SqlStore<D> {
         row::<D>(&mut *self.connection().await?, statement).await
     }
 
+    /// Run a statement on a pool connection, reading each row with `read`; a row that
+    /// cannot be decoded is skipped, logged and recorded under `table` and its `key`
+    /// (one bad row never fails a read of the others).
+    pub(crate) async fn all_readable<T: Send>(
+        &self,
+        statement: &Statement<'_>,
+        table: &'static str,
+        key: impl Fn(&D::Row) -> String + Send,
+        read: impl Fn(&D::Row) -> MemoryResult<T> + Send,
+    ) -> MemoryResult<Vec<T>> {
+        Ok(self
+            .rows(statement)
+            .await?
+            .iter()
+            .filter_map(|row| self.readable(table, row, &key, &read))
+            .collect())
+    }
+
+    /// [`Self::all_readable`] for the first row: an undecodable row reads as absent.
+    pub(crate) async fn first_readable<T: Send>(
+        &self,
+        statement: &Statement<'_>,
+        table: &'static str,
+        key: impl Fn(&D::Row) -> String + Send,
+        read: impl Fn(&D::Row) -> MemoryResult<T> + Send,
+    ) -> MemoryResult<Option<T>> {
+        Ok(self
+            .row(statement)
+            .await?
+            .and_then(|row| self.readable(table, &row, &key, &read)))
+    }
+
+    /// `read` of `row`, or None with the failure recorded.
+    pub(crate) fn readable<T>(
+        &self,
+        table: &'static str,
+        row: &D::Row,
+        key: &impl Fn(&D::Row) -> String,
+        read: &impl Fn(&D::Row) -> MemoryResult<T>,
+    ) -> Option<T> {
+        match read(row) {
+            Ok(value) => Some(value),
+            Err(error) => {
+                self.unreadable.record(table, key(row), &error.message);
+                None
+            }
+        }
+    }
+
     /// Run a statement on a pool connection, reading each row with `read`.
     pub(crate) async fn all<T: Send>(
         &self,
@@ -184,15 +236,6 @@ impl<D: Dialect> SqlStore<D> {
         read: impl Fn(&D::Row) -> MemoryResult<T> + Send,
     ) -> MemoryResult<Vec<T>> {
         self.rows(statement).await?.iter().map(read).collect()
-    }
-
-    /// Run a statement on a pool connection, reading its first row (if any) with `read`.
-    pub(crate) async fn first<T: Send>(
-        &self,
-        statement: &Statement<'_>,
-        read: impl Fn(&D::Row) -> MemoryResult<T> + Send,
-    ) -> MemoryResult<Option<T>> {
-        self.row(statement).await?.as_ref().map(read).transpose()
     }
 
     /// Run a statement on a pool connection, returning how many rows it changed.

@@ -15,7 +15,8 @@ use mnemos_actors::model::{
 use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{
     ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery, MemoryStore,
-    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoredMemory, FORGET_REASONS,
+    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoreCondition, StoredMemory,
+    FORGET_REASONS,
 };
 
 use super::dialect::{commit, one_row, rows, run, update_record, Dialect, SqlStore};
@@ -81,7 +82,8 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
 
     async fn get(&self, id: &MemoryId) -> MemoryResult<Option<Memory>> {
         let statement = Statement::new(sql::MEMORY, [Arg::Text(id.as_str())]);
-        self.first(&statement, map::memory).await
+        self.first_readable(&statement, "memories", map::memory_key, map::memory)
+            .await
     }
 
     async fn find_by_content_hash(
@@ -93,9 +95,11 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         for chunk in D::LISTS.chunks(hashes, 400) {
             let mut statement = Statement::new(sql::ACTIVE_BY_HASH, [Arg::Text(agent.as_str())]);
             statement.push_in(D::LISTS, "content_hash", chunk.iter().map(String::as_str));
-            for row in self.rows(&statement).await? {
-                found.push((row.text("content_hash")?, map::memory(&row)?));
-            }
+            let read = |row: &D::Row| Ok((row.text("content_hash")?, map::memory(row)?));
+            found.extend(
+                self.all_readable(&statement, "memories", map::memory_key, read)
+                    .await?,
+            );
         }
         Ok(found)
     }
@@ -138,16 +142,18 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         for chunk in D::LISTS.chunks(ids, 500) {
             let mut statement = Statement::new(sql::MEMORIES_WHERE, []);
             statement.push_in(D::LISTS, "id", id_texts(chunk));
-            for row in self.rows(&statement).await? {
-                memories.push(map::memory(&row)?);
-            }
+            memories.extend(
+                self.all_readable(&statement, "memories", map::memory_key, map::memory)
+                    .await?,
+            );
         }
         Ok(memories)
     }
 
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
         let statement = sql::list_memories(query, D::HAS_TAG);
-        self.all(&statement, map::memory).await
+        self.all_readable(&statement, "memories", map::memory_key, map::memory)
+            .await
     }
 
     async fn update(
@@ -168,7 +174,9 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
 
     async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
         let statement = Statement::new(sql::HISTORY, [Arg::Text(id.as_str())]);
-        self.all(&statement, map::version).await
+        let key = |row: &D::Row| format!("{id}#{}", row.integer("version").unwrap_or(-1));
+        self.all_readable(&statement, "memory_versions", key, map::version)
+            .await
     }
 
     async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
@@ -197,7 +205,8 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
 
     async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>> {
         let statement = Statement::new(sql::AGENT_MEMORIES, [Arg::Text(agent.as_str())]);
-        self.all(&statement, map::memory).await
+        self.all_readable(&statement, "memories", map::memory_key, map::memory)
+            .await
     }
 
     async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
@@ -248,7 +257,8 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         limit: usize,
     ) -> MemoryResult<Vec<ConsolidationRun>> {
         let statement = sql::runs(agent, limit);
-        self.all(&statement, map::run).await
+        self.all_readable(&statement, "consolidation_runs", map::memory_key, map::run)
+            .await
     }
 
     async fn commit_consolidation(&self, consolidation: &ConsolidationCommit) -> MemoryResult<()> {
@@ -317,7 +327,20 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             sql::idle_sessions(D::NOT_ARCHIVE_SUMMARY),
             [Arg::Bound(idle_before), Arg::Integer(limit as i64)],
         );
-        self.all(&statement, map::idle_session).await
+        let key = |row: &D::Row| {
+            format!(
+                "{}/{}",
+                row.text("agent_id").unwrap_or_default(),
+                row.text("session_id").unwrap_or_default()
+            )
+        };
+        self.all_readable(
+            &statement,
+            "memories (idle session)",
+            key,
+            map::idle_session,
+        )
+        .await
     }
 
     async fn session_memories(
@@ -329,7 +352,8 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             sql::SESSION_MEMORIES,
             [Arg::Text(agent.as_str()), Arg::Text(session.as_str())],
         );
-        self.all(&statement, map::memory).await
+        self.all_readable(&statement, "memories", map::memory_key, map::memory)
+            .await
     }
 
     async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
@@ -435,10 +459,11 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             sql::SESSION_RECORD,
             [Arg::Text(agent.as_str()), Arg::Text(session.as_str())],
         );
-        self.row(&statement)
-            .await?
-            .map(|row| map::session_record(&row, agent, session))
-            .transpose()
+        let key = |_: &D::Row| format!("{agent}/{}", session.as_str());
+        self.first_readable(&statement, "sessions", key, |row| {
+            map::session_record(row, agent, session)
+        })
+        .await
     }
 
     async fn session_messages_after(
@@ -455,7 +480,15 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
                 whole(after),
             ],
         );
-        self.all(&statement, map::session_message).await
+        let key = |row: &D::Row| {
+            format!(
+                "{agent}/{}#{}",
+                session.as_str(),
+                row.integer("seq").unwrap_or(-1)
+            )
+        };
+        self.all_readable(&statement, "session_messages", key, map::session_message)
+            .await
     }
 
     async fn commit_session_compaction(
@@ -527,4 +560,26 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     async fn flush(&self) -> MemoryResult<()> {
         D::flush(self).await
     }
+
+    async fn condition(&self) -> StoreCondition {
+        let probe = async {
+            self.rows(&Statement::new("SELECT 1 AS one", []))
+                .await
+                .map(|_| ())
+        };
+        let unreachable = match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(error.message),
+            Err(_) => Some(format!(
+                "the database did not answer a probe within {PROBE_TIMEOUT:?}"
+            )),
+        };
+        StoreCondition {
+            unreachable,
+            unreadable: self.unreadable.list(),
+        }
+    }
 }
+
+/// How long `/health`'s probe of the database may take before it is reported down.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -6,6 +6,7 @@
 //! and what each database does its own way in `sqlite` and `postgres`.
 
 mod dialect;
+mod doctor;
 mod graph;
 pub(crate) mod keyword;
 mod kv;
@@ -27,6 +28,7 @@ use mnemos_actors::store::projects::ProjectStore;
 use mnemos_actors::store::{GraphStore, MemoryStore};
 
 use crate::config::Settings;
+pub use doctor::Repair;
 use postgres::PostgresStore;
 use sqlite::SqliteStore;
 
@@ -81,6 +83,25 @@ impl SystemOfRecord {
         match self {
             Self::Sqlite(store) => store.clone(),
             Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// Every row reads skip because a column cannot be decoded (`mnemos doctor`).
+    pub async fn find_unreadable(&self) -> MemoryResult<Vec<mnemos_actors::store::UnreadableRow>> {
+        match self {
+            Self::Sqlite(store) => store.find_unreadable().await,
+            Self::Postgres(store) => store.find_unreadable().await,
+        }
+    }
+
+    /// Repair every such row (`mnemos doctor --repair`); answers what changed.
+    pub async fn repair_unreadable(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> MemoryResult<Vec<Repair>> {
+        match self {
+            Self::Sqlite(store) => store.repair_unreadable(now).await,
+            Self::Postgres(store) => store.repair_unreadable(now).await,
         }
     }
 

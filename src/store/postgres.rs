@@ -608,6 +608,7 @@ impl PostgresStore {
         let store = Self {
             pool,
             state: PgState::default(),
+            unreadable: Default::default(),
         };
         store
             .ensure_schema()

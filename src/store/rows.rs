@@ -311,3 +311,51 @@ pub fn namespace_stats(
         created_at: row.time("created_at")?,
     })
 }
+
+/// Rows reads could not decode: each is skipped, logged once and kept (at most
+/// [`UnreadableRows::KEPT`]) for `/health` until `mnemos doctor --repair` fixes it.
+#[derive(Debug, Default)]
+pub struct UnreadableRows {
+    /// (table, key) → what could not be decoded.
+    seen: std::sync::Mutex<std::collections::BTreeMap<(String, String), String>>,
+}
+
+impl UnreadableRows {
+    /// Most rows kept for the report.
+    pub const KEPT: usize = 256;
+
+    /// A read skipped row `key` of `table` because of `error`.
+    pub fn record(&self, table: &str, key: String, error: &str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = (table.to_string(), key);
+        if seen.contains_key(&entry) || seen.len() >= Self::KEPT {
+            return;
+        }
+        tracing::warn!(table, key = %entry.1, error, "unreadable row skipped; run `mnemos doctor` to repair it");
+        seen.insert(entry, error.to_string());
+    }
+
+    /// Every row recorded, in table and key order.
+    pub fn list(&self) -> Vec<mnemos_actors::store::UnreadableRow> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|((table, id), error)| mnemos_actors::store::UnreadableRow {
+                table: table.clone(),
+                id: id.clone(),
+                error: error.clone(),
+            })
+            .collect()
+    }
+
+    /// Forget what was recorded (after a repair; a row still broken is recorded again).
+    pub fn clear(&self) {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// The key of a memory row (its id, or `?` when even that is unreadable).
+pub fn memory_key(row: &impl Columns) -> String {
+    row.text("id").unwrap_or_else(|_| "?".into())
+}

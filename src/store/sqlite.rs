@@ -500,7 +500,11 @@ impl SqliteStore {
             .map_err(|e| {
                 MemoryError::unavailable(format!("cannot open {}: {e}", path.display()))
             })?;
-        let store = Self { pool, state: () };
+        let store = Self {
+            pool,
+            state: (),
+            unreadable: Default::default(),
+        };
         store.migrate().await?;
         store.refresh_keyword_index().await?;
         Ok(store)

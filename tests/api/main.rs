@@ -3,6 +3,7 @@
 
 mod cognition;
 mod crash;
+mod doctor;
 mod errors;
 mod extraction;
 mod falkordb;

@@ -161,6 +161,11 @@ async fn a_lost_postgres_connection_is_backend_unavailable_until_it_returns() {
         "listing while the database is away: {}",
         listed.status()
     );
+    // Health sees the outage (it used to say `up` throughout).
+    let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["backends"]["store"]["state"], "down", "{health}");
+    assert!(health["backends"]["store"]["error"].is_string(), "{health}");
 
     proxy.restore().await;
     let back = eventually(Duration::from_secs(30), || async {
@@ -174,6 +179,12 @@ async fn a_lost_postgres_connection_is_backend_unavailable_until_it_returns() {
     })
     .await;
     assert!(back, "writes succeed again once the database is back");
+    let recovered = eventually(Duration::from_secs(10), || async {
+        let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+        health["backends"]["store"]["state"] == "up"
+    })
+    .await;
+    assert!(recovered, "health says the store is up again");
     let listed = assert_status(
         app.get("/v1/memories?agent_id=pg-agent").await,
         StatusCode::OK,

@@ -22,7 +22,7 @@ use crate::model::{
 };
 use crate::store::{
     ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery, MemoryStore,
-    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoredMemory,
+    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoreCondition, StoredMemory,
 };
 use crate::supervisor::InjectedFault;
 
@@ -246,6 +246,8 @@ pub enum ReadOp {
     OutboxBounds { reply: Reply<OutboxBounds> },
     /// The newest outbox entry of a committed transaction.
     OutboxCommittedHead { reply: Reply<u64> },
+    /// Whether the backend answers, and the rows reads skipped.
+    Condition { reply: Reply<StoreCondition> },
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -541,6 +543,9 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
         }
         ReadOp::OutboxCommittedHead { reply } => {
             answer_in_task(reply, async move { store.outbox_committed_head().await })
+        }
+        ReadOp::Condition { reply } => {
+            answer_in_task(reply, async move { Ok(store.condition().await) })
         }
     }
 }
@@ -971,6 +976,15 @@ impl EpisodicHandle {
     /// The range of stored outbox entries.
     pub async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
         self.read(|reply| ReadOp::OutboxBounds { reply }).await
+    }
+    /// Whether the backend answers and which rows reads skipped (None: the actor did not
+    /// answer within a few seconds; health must not wait for a restart).
+    pub async fn condition(&self) -> Option<StoreCondition> {
+        self.0
+            .try_ask(Duration::from_secs(5), |reply| {
+                EpisodicMsg::Read(ReadOp::Condition { reply })
+            })
+            .await
     }
     /// The newest outbox entry of a committed transaction.
     pub async fn outbox_committed_head(&self) -> MemoryResult<u64> {

@@ -3,6 +3,7 @@
 
 use crate::actors::projector::ProjectionStatus;
 use crate::actors::vectors::IndexStatus;
+use crate::store::StoreCondition;
 use crate::supervisor::ChildHealth;
 
 use super::Runtime;
@@ -16,6 +17,9 @@ pub struct RuntimeHealth {
     pub index: Option<IndexStatus>,
     /// System-of-record backend name.
     pub store_backend: &'static str,
+    /// Whether the system of record answers and which rows its reads skipped (None when
+    /// the episodic actor did not answer).
+    pub store: Option<StoreCondition>,
     /// Graph backend name.
     pub graph_backend: &'static str,
     /// Working-memory backend name.
@@ -34,12 +38,16 @@ pub struct RuntimeHealth {
 pub(super) async fn health(rt: &Runtime) -> RuntimeHealth {
     let actors = rt.actors();
     let backends = rt.inner.backends;
-    let (index, working_degraded) =
-        tokio::join!(actors.vectors.status(), actors.working.degraded());
+    let (index, working_degraded, store) = tokio::join!(
+        actors.vectors.status(),
+        actors.working.degraded(),
+        actors.episodic.condition()
+    );
     RuntimeHealth {
         children: rt.inner.directory.health(),
         index,
         store_backend: backends.store,
+        store,
         graph_backend: backends.graph,
         working_backend: backends.working,
         namespaces_backend: backends.namespaces,

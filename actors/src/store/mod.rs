@@ -618,6 +618,32 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn release_lease(&self, job: &str, holder: &str, now: DateTime<Utc>) -> MemoryResult<()>;
     /// Make everything durable (checkpoint); called on shutdown.
     async fn flush(&self) -> MemoryResult<()>;
+    /// Whether the backend answers now (a cheap query under a short deadline), and the
+    /// rows reads had to skip because they could not be decoded, for `/health`.
+    async fn condition(&self) -> StoreCondition {
+        StoreCondition::default()
+    }
+}
+
+/// A stored row a read could not decode. Reads skip it (one bad row never fails a
+/// query) and log it; `/health` lists it until `mnemos doctor --repair` fixes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableRow {
+    /// The table it is in (`memories`, `memory_versions`, …).
+    pub table: String,
+    /// Its key (a memory id; `memory id#version` for a version).
+    pub id: String,
+    /// What could not be decoded.
+    pub error: String,
+}
+
+/// What the system of record says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoreCondition {
+    /// Why the backend did not answer the probe, if it did not.
+    pub unreachable: Option<String>,
+    /// Rows reads have skipped since start (at most a few hundred are kept).
+    pub unreadable: Vec<UnreadableRow>,
 }
 
 /// Which vector collection a memory type lives in.
