@@ -19,8 +19,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The directories a request's `project_root` may name (`server.project_roots`).
 ///
 /// build_context hashes files under `project_root`, and whether a memory comes back
-/// tells whether a file there still has a given hash: a server reachable by others
-/// should say which trees they may probe. Empty admits any directory the server can read.
+/// tells whether a file there still has a given hash: the operator says which trees
+/// requests may probe. Empty (the default) admits none: the server reads no files.
 #[derive(Debug, Clone, Default)]
 pub struct ProjectRoots {
     /// The allowed trees, as configured (resolved on each check, so a tree mounted
@@ -29,7 +29,7 @@ pub struct ProjectRoots {
 }
 
 impl ProjectRoots {
-    /// Admit `project_root` inside one of `allowed` (empty: anywhere).
+    /// Admit `project_root` inside one of `allowed` (empty: nowhere).
     pub fn new(allowed: Vec<std::path::PathBuf>) -> Self {
         Self {
             allowed: std::sync::Arc::new(allowed),
@@ -45,7 +45,15 @@ impl ProjectRoots {
             .ok()
             .filter(|path| path.is_dir());
         if self.allowed.is_empty() {
-            return resolved.ok_or_else(|| not_a_directory(project_root));
+            return Err(MemoryError {
+                field: Some("project_root".into()),
+                ..MemoryError::new(
+                    mnemos_actors::error::ErrorCode::PermissionDenied,
+                    "this server reads no files: build_context checks sources only under \
+                     the directories listed in server.project_roots, which is empty; leave \
+                     project_root out, or ask the operator to list the project's tree",
+                )
+            });
         }
         let trees: Vec<std::path::PathBuf> = self
             .allowed
@@ -99,56 +107,123 @@ fn not_a_directory(project_root: &Path) -> MemoryError {
 /// vouched for without reading it all on a request's time).
 pub const MAX_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// True when the source file is missing, unreadable, not a regular file, larger than
-/// `MAX_SOURCE_BYTES`, outside the root (also through a symbolic link), or has another
-/// hash. Blocking file IO: call it off the async workers.
-pub fn is_stale(project_root: &Path, source: &SourceRef) -> bool {
-    let relative = Path::new(&source.path);
-    // Never follow a path out of the project.
+/// Most bytes one build_context request hashes, over all its files: a request naming
+/// many large files counts what is past the budget as stale instead of reading it.
+pub const MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The file checks of one request: each file is hashed once (however many memories
+/// name it), and at most [`MAX_REQUEST_BYTES`] are read in all.
+pub struct FileCheck {
+    /// The admitted, canonical project root.
+    root: std::path::PathBuf,
+    /// SHA-256 of each file read so far (None: it could not be vouched for).
+    hashed: std::collections::HashMap<String, Option<String>>,
+    /// Bytes this request may still hash.
+    budget: u64,
+}
+
+impl FileCheck {
+    /// Checks under `root` with the whole request budget.
+    pub fn new(root: std::path::PathBuf) -> Self {
+        Self::with_budget(root, MAX_REQUEST_BYTES)
+    }
+
+    /// Checks under `root` that hash at most `budget` bytes.
+    pub fn with_budget(root: std::path::PathBuf, budget: u64) -> Self {
+        Self {
+            root,
+            hashed: Default::default(),
+            budget,
+        }
+    }
+
+    /// True when `source` is stale ([`file_hash`]); blocking file IO.
+    pub fn is_stale(&mut self, source: &SourceRef) -> bool {
+        let expected = source.hash.trim().to_lowercase();
+        let expected = expected
+            .strip_prefix("sha256:")
+            .unwrap_or(&expected)
+            .to_string();
+        if !self.hashed.contains_key(&source.path) {
+            let hash = file_hash(&self.root, &source.path, &mut self.budget);
+            self.hashed.insert(source.path.clone(), hash);
+        }
+        self.hashed[&source.path].as_deref() != Some(expected.as_str())
+    }
+}
+
+/// SHA-256 of `relative` under `project_root`, or None when the file is missing,
+/// unreadable, not a regular file, larger than `MAX_SOURCE_BYTES` or than what is left
+/// of `budget`, or outside the root (also through a symbolic link). What it reads is
+/// taken from `budget`.
+fn file_hash(project_root: &Path, relative: &str, budget: &mut u64) -> Option<String> {
+    let relative = Path::new(relative);
     if relative.is_absolute()
         || relative
             .components()
             .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
     {
-        return true;
+        return None;
     }
-    let expected = source.hash.trim().to_lowercase();
-    let expected = expected.strip_prefix("sha256:").unwrap_or(&expected);
-    let (Ok(root), Ok(path)) = (
-        project_root.canonicalize(),
-        project_root.join(relative).canonicalize(),
-    ) else {
-        return true;
-    };
-    // A symbolic link inside the project may point anywhere.
+    let root = project_root.canonicalize().ok()?;
+    let path = project_root.join(relative).canonicalize().ok()?;
     if !path.starts_with(&root) {
-        return true;
+        return None;
     }
-    let Ok(file) = std::fs::File::open(&path) else {
-        return true;
-    };
-    // Only regular files: never a device, a pipe or a directory.
-    match file.metadata() {
-        Ok(meta) if meta.is_file() && meta.len() <= MAX_SOURCE_BYTES => {}
-        _ => return true,
+    let file = std::fs::File::open(&path).ok()?;
+    let size = file.metadata().ok().filter(|m| m.is_file())?.len();
+    if size > MAX_SOURCE_BYTES || size > *budget {
+        return None;
     }
     let mut hasher = Sha256::new();
-    let mut limited = std::io::Read::take(file, MAX_SOURCE_BYTES + 1);
-    match std::io::copy(&mut limited, &mut hasher) {
-        Ok(read) if read <= MAX_SOURCE_BYTES => {}
-        _ => return true,
+    let mut limited = std::io::Read::take(file, size.min(*budget) + 1);
+    let read = std::io::copy(&mut limited, &mut hasher).ok()?;
+    *budget = budget.saturating_sub(read);
+    if read > size {
+        return None;
     }
-    let actual: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    actual != expected
+    Some(
+        hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}
+
+/// True when the source file is missing, unreadable, not a regular file, larger than
+/// `MAX_SOURCE_BYTES`, outside the root (also through a symbolic link), or has another
+/// hash. Blocking file IO: call it off the async workers.
+pub fn is_stale(project_root: &Path, source: &SourceRef) -> bool {
+    FileCheck::new(project_root.to_path_buf()).is_stale(source)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_hashes_each_file_once_and_no_more_than_its_budget() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.md"), "0123456789").unwrap();
+        std::fs::write(root.path().join("b.md"), "abcdefghij").unwrap();
+        let source = |path: &str, hash: String| SourceRef {
+            path: path.into(),
+            hash,
+        };
+        let a = source("a.md", sha256_hex(b"0123456789"));
+        let b = source("b.md", sha256_hex(b"abcdefghij"));
+        let mut check = FileCheck::with_budget(root.path().to_path_buf(), 15);
+        for _ in 0..40 {
+            assert!(!check.is_stale(&a), "a is read once and remembered");
+        }
+        assert!(
+            check.is_stale(&b),
+            "b does not fit what is left of the budget"
+        );
+        let mut roomy = FileCheck::with_budget(root.path().to_path_buf(), 20);
+        assert!(!roomy.is_stale(&a) && !roomy.is_stale(&b));
+    }
 
     #[test]
     fn detects_changed_vanished_and_escaping_sources() {

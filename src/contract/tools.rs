@@ -125,10 +125,11 @@ pub async fn build_context(
     // Hashing files is blocking IO: off the async workers, all checks in one task.
     let hits = outcome.hits;
     let (hits, stale): (Vec<_>, Vec<bool>) = tokio::task::spawn_blocking(move || {
+        let mut check = root.map(crate::context::FileCheck::new);
         let stale = hits
             .iter()
-            .map(|hit| match (&root, &hit.memory.source) {
-                (Some(root), Some(source)) => crate::context::is_stale(root, source),
+            .map(|hit| match (&mut check, &hit.memory.source) {
+                (Some(check), Some(source)) => check.is_stale(source),
                 _ => false,
             })
             .collect();

@@ -766,8 +766,11 @@ async fn facts_stated_without_a_type_are_kept_consistent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn build_context_fits_the_budget_puts_procedures_first_and_drops_stale_sources() {
-    let app = spawn_app().await;
     let project = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.server.project_roots = vec![project.path().to_path_buf()];
+    let app = spawn_with(settings, Some(temp)).await;
     std::fs::write(project.path().join("deploy.md"), "run ./deploy.sh").unwrap();
     std::fs::write(project.path().join("old.md"), "version one").unwrap();
     let fresh_hash = mnemos::context::sha256_hex(b"run ./deploy.sh");
@@ -842,7 +845,7 @@ async fn build_context_fits_the_budget_puts_procedures_first_and_drops_stale_sou
     assert_error(
         app.post(
             "/tools/build_context",
-            &json!({"agent_id": "ctx", "query": "x", "project_root": "/no/such/dir"}),
+            &json!({"agent_id": "ctx", "query": "x", "project_root": project.path().join("no-such-dir")}),
         )
         .await,
         StatusCode::BAD_REQUEST,
@@ -850,6 +853,21 @@ async fn build_context_fits_the_budget_puts_procedures_first_and_drops_stale_sou
         Some("project_root"),
     )
     .await;
+    // A server with no project_roots reads no files at all.
+    let closed = spawn_app().await;
+    assert_error(
+        closed
+            .post(
+                "/tools/build_context",
+                &json!({"agent_id": "ctx", "query": "x", "project_root": root}),
+            )
+            .await,
+        StatusCode::FORBIDDEN,
+        "permission_denied",
+        Some("project_root"),
+    )
+    .await;
+    closed.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
