@@ -476,13 +476,21 @@ impl SqliteStore {
     /// Open (creating if needed) the database file at `path` and apply migrations.
     pub async fn open(path: &Path) -> MemoryResult<Self> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
+            crate::data_dir::create_private_dir(parent).map_err(|e| {
                 MemoryError::invalid(
                     "storage.path",
                     format!("cannot create directory {}: {e}", parent.display()),
                 )
             })?;
         }
+        // Readable by its owner only (SQLite gives the WAL and shared-memory files the
+        // database file's permissions).
+        crate::data_dir::create_private_file(path).map_err(|e| {
+            MemoryError::invalid(
+                "storage.path",
+                format!("cannot create {}: {e}", path.display()),
+            )
+        })?;
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .map_err(backend_error)?
             .create_if_missing(true)
