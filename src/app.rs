@@ -11,7 +11,7 @@ use mnemos_actors::clock::SystemClock;
 use mnemos_actors::embedding::Embedder;
 use mnemos_actors::error::MemoryError;
 use mnemos_actors::runtime::RuntimeParts;
-use mnemos_actors::store::{MemoryStore, Projection};
+use mnemos_actors::store::Projection;
 use mnemos_actors::Runtime;
 use tokio::net::TcpListener;
 
@@ -54,7 +54,7 @@ impl Services {
         let store = record.memories();
         let embedder = crate::embedding::from_settings(&settings.embedding).map_err(keyed_error)?;
         let (thought, arbiter) = crate::thought::from_settings(&settings.inner_thought);
-        let projections = projections(settings, embedder.as_ref(), &store).await?;
+        let projections = projections(settings, embedder.as_ref()).await?;
         let working = crate::working::from_settings(&settings.working)
             .await
             .map_err(keyed_error)?;
@@ -109,7 +109,6 @@ fn keyed_error(error: MemoryError) -> anyhow::Error {
 async fn projections(
     settings: &Settings,
     embedder: &dyn Embedder,
-    store: &Arc<dyn MemoryStore>,
 ) -> anyhow::Result<Vec<Arc<dyn Projection>>> {
     let mut projections: Vec<Arc<dyn Projection>> = Vec::new();
     if settings.graph.backend == "falkordb" {
@@ -127,7 +126,6 @@ async fn projections(
             &settings.vectors.url,
             &settings.vectors.collection,
             embedder.dimension(),
-            store.clone(),
             Duration::from_millis(settings.vectors.timeout_ms),
         )
         .map_err(keyed_error)?;

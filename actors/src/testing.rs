@@ -69,4 +69,10 @@ impl crate::actors::projector::ProjectionSource for StoreSource<'_> {
     ) -> crate::error::MemoryResult<Vec<crate::model::Association>> {
         self.graph.agent_edges(agent).await
     }
+    async fn embeddings_of(
+        &self,
+        ids: &[crate::model::MemoryId],
+    ) -> crate::error::MemoryResult<Vec<(crate::model::MemoryId, Vec<f32>)>> {
+        self.store.embeddings_of(ids).await
+    }
 }

@@ -111,6 +111,7 @@ pub fn change_query(change: &ProjectedChange) -> (&'static str, Vec<(&'static st
             status,
             shared,
             session_id,
+            embedding: _,
         } => (
             UPSERT_MEMORY,
             vec![

@@ -4,10 +4,15 @@
 //! recall's vector retriever, so a Qdrant that is behind or down changes no answer.
 //!
 //! At start the collection is created (cosine, the embedder's dimension) with payload
-//! indexes on `agent_id`, `type` and `status`; an existing collection of another
-//! dimension or distance is refused with an error naming `vectors.collection` (never a
-//! silent 1536-vs-384 mismatch). The applied outbox sequence number is kept in the
-//! payload of one marker point (a fixed id, no `agent_id`, so no filtered search sees it).
+//! indexes on `agent_id`, `type` and `status`, and a marker point (a fixed id, no
+//! `agent_id`, so no filtered search sees it) that says mnemos owns it and records the
+//! applied outbox sequence number. An existing collection of another dimension or
+//! distance, or one holding points but no marker (another application's), is refused
+//! with an error naming `vectors.collection`: mnemos never deletes a collection, and a
+//! rebuild deletes only its own points. A server that lost the collection (restarted
+//! empty) gets it back on the next batch, and the missing mark makes the projector
+//! rebuild it from SQL. Embeddings arrive with the changes (the projector reads them
+//! through the episodic actor); the projection never reads the system of record.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,9 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{AgentId, MemoryId, MemoryType};
-use mnemos_actors::store::{
-    MemoryStore, ProjectedChange, Projection, ProjectionReads, VectorQuery,
-};
+use mnemos_actors::store::{ProjectedChange, Projection, ProjectionReads, VectorQuery};
 use qdrant_client::qdrant::{
     vectors_config, Condition, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
     DeletePointsBuilder, Distance, FieldType, Filter, GetPointsBuilder, PointId, PointStruct,
@@ -37,15 +40,17 @@ pub struct QdrantProjection {
     collection: String,
     /// The embedder's dimension.
     dimension: u64,
-    /// Reads embeddings of upserted memories.
-    store: Arc<dyn MemoryStore>,
-    /// Set once the collection is known to exist with the right shape.
-    ready: AtomicBool,
+    /// Set once the collection is known to exist, with the right shape and mnemos's mark;
+    /// cleared when the server says it is gone (it is then created again).
+    ready: Arc<AtomicBool>,
 }
 
 fn unavailable(what: impl std::fmt::Display) -> MemoryError {
     MemoryError::unavailable(format!("Qdrant: {what}"))
 }
+
+/// The marker point's payload key saying mnemos owns the collection.
+const OWNER_KEY: &str = "mnemos_collection";
 
 impl QdrantProjection {
     /// A projection on `url` (gRPC, e.g. `http://127.0.0.1:6334`).
@@ -53,7 +58,6 @@ impl QdrantProjection {
         url: &str,
         collection: &str,
         dimension: usize,
-        store: Arc<dyn MemoryStore>,
         timeout: Duration,
     ) -> MemoryResult<Self> {
         let client = Qdrant::from_url(url)
@@ -71,9 +75,89 @@ impl QdrantProjection {
             client,
             collection: collection.to_string(),
             dimension: dimension as u64,
-            store,
-            ready: AtomicBool::new(false),
+            ready: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// `unavailable`, and when the server no longer has the collection (it restarted
+    /// empty), forget that it was ready so the next call creates it again.
+    fn failed(&self, error: impl std::fmt::Display) -> MemoryError {
+        let text = error.to_string();
+        if text.contains("doesn't exist") || text.contains("Not found") {
+            self.ready.store(false, Ordering::Release);
+        }
+        unavailable(text)
+    }
+
+    /// Whether the collection carries mnemos's marker point; when it has none, how many
+    /// points it holds (0: empty, adoptable).
+    async fn ownership(&self) -> MemoryResult<Result<(), u64>> {
+        let marker = self
+            .client
+            .get_points(
+                GetPointsBuilder::new(&self.collection, vec![PointId::from(MARKER_ID)])
+                    .with_payload(true),
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        if marker
+            .result
+            .first()
+            .is_some_and(|p| p.payload.contains_key(OWNER_KEY))
+        {
+            return Ok(Ok(()));
+        }
+        let count = self
+            .client
+            .count(qdrant_client::qdrant::CountPointsBuilder::new(&self.collection).exact(true))
+            .await
+            .map_err(|e| self.failed(e))?
+            .result
+            .map_or(0, |c| c.count);
+        Ok(Err(count))
+    }
+
+    /// Write the marker point: mnemos owns the collection, and (when given) has applied
+    /// the outbox through `applied`.
+    async fn mark(&self, applied: Option<u64>) -> MemoryResult<()> {
+        let mut payload = serde_json::json!({ OWNER_KEY: true });
+        if let Some(applied) = applied {
+            payload["mnemos_applied"] = serde_json::json!(applied);
+        }
+        let payload = Payload::try_from(payload)
+            .map_err(|e| MemoryError::internal(format!("qdrant payload: {e}")))?;
+        self.client
+            .upsert_points(
+                UpsertPointsBuilder::new(
+                    &self.collection,
+                    vec![PointStruct::new(
+                        MARKER_ID,
+                        marker_vector(self.dimension),
+                        payload,
+                    )],
+                )
+                .wait(true),
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(())
+    }
+
+    /// Delete the collection (tests clean up after themselves with it).
+    pub async fn drop_collection(&self) -> MemoryResult<()> {
+        if self
+            .client
+            .collection_exists(&self.collection)
+            .await
+            .map_err(unavailable)?
+        {
+            self.client
+                .delete_collection(&self.collection)
+                .await
+                .map_err(unavailable)?;
+        }
+        self.ready.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// Create the collection and its payload indexes, or check an existing one's shape.
@@ -125,6 +209,20 @@ impl QdrantProjection {
                     ))
                 }
             }
+            match self.ownership().await? {
+                Ok(()) => {}
+                // An empty collection of the right shape (made by hand for mnemos) is adopted.
+                Err(0) => self.mark(None).await?,
+                Err(points) => {
+                    return Err(MemoryError::invalid(
+                        "vectors.collection",
+                        format!(
+                            "Qdrant collection {:?} holds {points} points but no mnemos marker: it belongs to another application, and mnemos never writes into or deletes such a collection; choose another vectors.collection",
+                            self.collection
+                        ),
+                    ))
+                }
+            }
         } else {
             self.client
                 .create_collection(
@@ -143,6 +241,7 @@ impl QdrantProjection {
                     .await
                     .map_err(unavailable)?;
             }
+            self.mark(None).await?;
         }
         self.ready.store(true, Ordering::Release);
         Ok(())
@@ -233,6 +332,10 @@ impl Projection for QdrantProjection {
         "qdrant"
     }
 
+    fn holds_vectors(&self) -> bool {
+        true
+    }
+
     fn serves(&self) -> ProjectionReads {
         ProjectionReads::Vectors
     }
@@ -257,7 +360,7 @@ impl Projection for QdrantProjection {
                     .with_payload(true),
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| self.failed(e))?;
         Ok(response.result.first().and_then(|point| {
             point
                 .payload
@@ -283,111 +386,91 @@ impl Projection for QdrantProjection {
                 .collect();
             index += run.len();
             if deleting {
-                let ids: Vec<PointId> = run
-                    .iter()
-                    .filter_map(|c| match c {
-                        ProjectedChange::DeleteMemory { id, .. } => {
-                            Some(PointId::from(id.0.as_str()))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if !ids.is_empty() {
-                    self.client
-                        .delete_points(
-                            DeletePointsBuilder::new(&self.collection)
-                                .points(PointsIdsList { ids })
-                                .wait(true),
-                        )
-                        .await
-                        .map_err(unavailable)?;
-                }
-                continue;
-            }
-            let upserts: Vec<&ProjectedChange> = run
-                .into_iter()
-                .filter(|c| matches!(c, ProjectedChange::UpsertMemory { .. }))
-                .collect();
-            if upserts.is_empty() {
-                continue;
-            }
-            let ids: Vec<MemoryId> = upserts
-                .iter()
-                .filter_map(|c| match c {
-                    ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
-                    _ => None,
-                })
-                .collect();
-            let vectors: std::collections::HashMap<MemoryId, Vec<f32>> =
-                self.store.embeddings_of(&ids).await?.into_iter().collect();
-            let mut points = Vec::new();
-            for change in upserts {
-                let ProjectedChange::UpsertMemory {
-                    id,
-                    agent_id,
-                    memory_type,
-                    status,
-                    shared,
-                    session_id,
-                } = change
-                else {
-                    continue;
-                };
-                // Deleted since: its delete follows in the outbox.
-                let Some(vector) = vectors.get(id) else {
-                    continue;
-                };
-                let payload = Payload::try_from(serde_json::json!({
-                    "agent_id": agent_id.as_str(),
-                    "type": memory_type,
-                    "status": status,
-                    "shared": shared,
-                    "session_id": session_id,
-                }))
-                .map_err(|e| MemoryError::internal(format!("qdrant payload: {e}")))?;
-                points.push(PointStruct::new(id.0.clone(), vector.clone(), payload));
-            }
-            if !points.is_empty() {
-                self.client
-                    .upsert_points(UpsertPointsBuilder::new(&self.collection, points).wait(true))
-                    .await
-                    .map_err(unavailable)?;
+                self.delete(&run).await?;
+            } else {
+                self.upsert(&run).await?;
             }
         }
         if let Some(through) = through {
-            let payload = Payload::try_from(serde_json::json!({ "mnemos_applied": through }))
-                .map_err(|e| MemoryError::internal(format!("qdrant payload: {e}")))?;
-            self.client
-                .upsert_points(
-                    UpsertPointsBuilder::new(
-                        &self.collection,
-                        vec![PointStruct::new(
-                            MARKER_ID,
-                            marker_vector(self.dimension),
-                            payload,
-                        )],
-                    )
-                    .wait(true),
-                )
-                .await
-                .map_err(unavailable)?;
+            self.mark(Some(through)).await?;
         }
         Ok(())
     }
 
     async fn reset(&self) -> MemoryResult<()> {
-        if self
-            .client
-            .collection_exists(&self.collection)
+        self.ensure_collection().await?;
+        // Only mnemos's points (every one has an agent_id; the marker has none), and the
+        // collection stays: nothing of another application's is ever deleted.
+        self.client
+            .delete_points(
+                DeletePointsBuilder::new(&self.collection)
+                    .points(Filter::must_not([Condition::is_empty("agent_id")]))
+                    .wait(true),
+            )
             .await
-            .map_err(unavailable)?
-        {
-            self.client
-                .delete_collection(&self.collection)
-                .await
-                .map_err(unavailable)?;
+            .map_err(|e| self.failed(e))?;
+        self.mark(None).await
+    }
+}
+
+impl QdrantProjection {
+    /// Delete the memories of a run of delete changes.
+    async fn delete(&self, run: &[&ProjectedChange]) -> MemoryResult<()> {
+        let ids: Vec<PointId> = run
+            .iter()
+            .filter_map(|c| match c {
+                ProjectedChange::DeleteMemory { id, .. } => Some(PointId::from(id.0.as_str())),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
         }
-        self.ready.store(false, Ordering::Release);
-        self.ensure_collection().await
+        self.client
+            .delete_points(
+                DeletePointsBuilder::new(&self.collection)
+                    .points(PointsIdsList { ids })
+                    .wait(true),
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(())
+    }
+
+    /// Upsert the memories of a run of upsert changes with the embeddings they carry (a
+    /// memory deleted since carries none: its delete follows in the outbox).
+    async fn upsert(&self, run: &[&ProjectedChange]) -> MemoryResult<()> {
+        let mut points = Vec::new();
+        for change in run {
+            let ProjectedChange::UpsertMemory {
+                id,
+                agent_id,
+                memory_type,
+                status,
+                shared,
+                session_id,
+                embedding: Some(vector),
+            } = change
+            else {
+                continue;
+            };
+            let payload = Payload::try_from(serde_json::json!({
+                "agent_id": agent_id.as_str(),
+                "type": memory_type,
+                "status": status,
+                "shared": shared,
+                "session_id": session_id,
+            }))
+            .map_err(|e| MemoryError::internal(format!("qdrant payload: {e}")))?;
+            points.push(PointStruct::new(id.0.clone(), vector.clone(), payload));
+        }
+        if points.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .upsert_points(UpsertPointsBuilder::new(&self.collection, points).wait(true))
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(())
     }
 }

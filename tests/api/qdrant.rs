@@ -3,14 +3,11 @@
 //! installed on the CI machine: without the variable the suite prints a SKIPPED line
 //! naming it. Each test uses its own collection and deletes it afterwards.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use mnemos::vectors::qdrant::QdrantProjection;
 use mnemos_actors::embedding::{BuiltinEmbedder, Embedder};
 use mnemos_actors::model::AgentId;
-use mnemos_actors::store::memory::InMemoryMemoryStore;
-use mnemos_actors::store::Projection;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -30,14 +27,7 @@ fn qdrant_or_skip(test: &str) -> Option<String> {
 }
 
 fn probe(url: &str, collection: &str, dimension: usize) -> QdrantProjection {
-    QdrantProjection::new(
-        url,
-        collection,
-        dimension,
-        Arc::new(InMemoryMemoryStore::new()),
-        Duration::from_secs(10),
-    )
-    .unwrap()
+    QdrantProjection::new(url, collection, dimension, Duration::from_secs(10)).unwrap()
 }
 
 #[tokio::test]
@@ -136,7 +126,84 @@ async fn memories_reach_the_qdrant_collection_and_leave_it_on_delete_and_forget(
         "{:?}",
         qdrant.search(&agent, query.clone(), false, 10).await
     );
-    qdrant.reset().await.unwrap();
+
+    // The server loses the collection (restarted with empty storage): the projection
+    // creates it again and rebuilds it from SQL by itself, no `mnemos reindex` needed.
+    qdrant.drop_collection().await.unwrap();
+    let rebuilt = eventually(Duration::from_secs(60), || async {
+        qdrant
+            .search(&agent, query.clone(), false, 10)
+            .await
+            .is_ok_and(|hits| hits.len() == 1 && hits[0].0 .0 == ids[0])
+    })
+    .await;
+    assert!(rebuilt, "the emptied collection was not rebuilt");
+    let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+    let projection = &health["backends"]["projections"][0];
+    assert_eq!(projection["state"], "up", "{health}");
+    assert!(projection["rebuilds"].as_u64() >= Some(2), "{health}");
+    app.stop().await;
+    qdrant.drop_collection().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_collection_of_another_application_is_never_touched() {
+    let test = "a_collection_of_another_application_is_never_touched";
+    let Some(url) = qdrant_or_skip(test) else {
+        return;
+    };
+    use qdrant_client::qdrant::{
+        CountPointsBuilder, CreateCollectionBuilder, Distance, PointStruct, UpsertPointsBuilder,
+        VectorParamsBuilder,
+    };
+    let collection = format!("mnemos_test_{}", uuid::Uuid::new_v4().simple());
+    let client = qdrant_client::Qdrant::from_url(&url)
+        .skip_compatibility_check()
+        .build()
+        .unwrap();
+    // Another application's collection with mnemos's shape (256-d cosine) and ten points.
+    client
+        .create_collection(
+            CreateCollectionBuilder::new(&collection)
+                .vectors_config(VectorParamsBuilder::new(256, Distance::Cosine)),
+        )
+        .await
+        .unwrap();
+    let points: Vec<PointStruct> = (0..10u64)
+        .map(|i| {
+            let mut vector = vec![0.0f32; 256];
+            vector[i as usize] = 1.0;
+            PointStruct::new(i, vector, qdrant_client::Payload::new())
+        })
+        .collect();
+    client
+        .upsert_points(UpsertPointsBuilder::new(&collection, points).wait(true))
+        .await
+        .unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.vectors.backend = "qdrant".into();
+    settings.vectors.url = url.clone();
+    settings.vectors.collection = collection.clone();
+    let error = match try_spawn_with(settings, Some(temp)).await {
+        Ok(_) => panic!("another application's collection must be refused"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("vectors.collection") && error.contains("another application"),
+        "{error}"
+    );
+    let count = client
+        .count(CountPointsBuilder::new(&collection).exact(true))
+        .await
+        .unwrap()
+        .result
+        .map_or(0, |c| c.count);
+    assert_eq!(
+        count, 10,
+        "none of the other application's points was touched"
+    );
+    client.delete_collection(&collection).await.unwrap();
 }
 
 #[tokio::test]
@@ -165,5 +232,5 @@ async fn a_collection_of_another_dimension_is_refused_with_a_clear_error() {
         error.contains("vectors.collection") && error.contains("1536"),
         "{error}"
     );
-    foreign.reset().await.unwrap();
+    foreign.drop_collection().await.unwrap();
 }

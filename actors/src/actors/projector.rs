@@ -27,7 +27,7 @@ use super::graph::GraphHandle;
 use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
-use crate::model::{AgentId, Association, Memory};
+use crate::model::{AgentId, Association, Memory, MemoryId};
 use crate::store::{OutboxBounds, OutboxEntry, ProjectedChange, Projection, ProjectionReads};
 use crate::supervisor::InjectedFault;
 
@@ -93,6 +93,8 @@ pub trait ProjectionSource: Send + Sync {
     async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>>;
     /// Every edge of an agent.
     async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>>;
+    /// The stored embeddings of these memories (those that still have one).
+    async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>>;
 }
 
 /// The service's [`ProjectionSource`]: the actors that own the system of record and the graph.
@@ -124,6 +126,39 @@ impl ProjectionSource for ActorSource {
     async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>> {
         self.graph.agent_edges(agent).await
     }
+    async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
+        self.episodic.embeddings_of(ids).await
+    }
+}
+
+/// Attach each upserted memory's stored embedding to its change, for a projection that
+/// holds vectors; a memory deleted since keeps None (its delete follows in the outbox).
+async fn with_vectors(
+    source: &dyn ProjectionSource,
+    projection: &dyn Projection,
+    mut changes: Vec<ProjectedChange>,
+) -> MemoryResult<Vec<ProjectedChange>> {
+    if !projection.holds_vectors() {
+        return Ok(changes);
+    }
+    let ids: Vec<MemoryId> = changes
+        .iter()
+        .filter_map(|c| match c {
+            ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    if ids.is_empty() {
+        return Ok(changes);
+    }
+    let mut vectors: std::collections::HashMap<MemoryId, Vec<f32>> =
+        source.embeddings_of(&ids).await?.into_iter().collect();
+    for change in &mut changes {
+        if let ProjectedChange::UpsertMemory { id, embedding, .. } = change {
+            *embedding = vectors.remove(id);
+        }
+    }
+    Ok(changes)
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -300,6 +335,7 @@ pub fn memory_change(memory: &Memory) -> ProjectedChange {
         status: memory.status.as_str().to_string(),
         shared: memory.shared,
         session_id: memory.session_id.as_ref().map(|s| s.as_str().to_string()),
+        embedding: None,
     }
 }
 
@@ -317,6 +353,7 @@ pub async fn rebuild(
         let memories = source.agent_memories(&agent).await?;
         for chunk in memories.chunks(batch.max(1)) {
             let changes: Vec<ProjectedChange> = chunk.iter().map(memory_change).collect();
+            let changes = with_vectors(source, projection, changes).await?;
             projection.apply(&changes, None).await?;
         }
         let edges = source.agent_edges(&agent).await?;
@@ -373,6 +410,7 @@ pub async fn catch_up(
             break;
         };
         let changes: Vec<ProjectedChange> = entries.into_iter().map(|e| e.change).collect();
+        let changes = with_vectors(source, projection, changes).await?;
         projection.apply(&changes, Some(last)).await?;
         applied = last;
     }

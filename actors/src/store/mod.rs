@@ -264,6 +264,9 @@ pub enum ProjectedChange {
         shared: bool,
         /// Its session, if any.
         session_id: Option<String>,
+        /// Its stored embedding, filled by the projector for projections that hold
+        /// vectors ([`Projection::holds_vectors`]); None otherwise (the outbox keeps none).
+        embedding: Option<Vec<f32>>,
     },
     /// A memory was deleted (its edges go with it).
     DeleteMemory {
@@ -333,6 +336,11 @@ pub trait Projection: Send + Sync + 'static {
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()>;
     /// Remove everything, before a rebuild.
     async fn reset(&self) -> MemoryResult<()>;
+    /// True when it stores vectors: the projector then attaches each upserted memory's
+    /// stored embedding to its change (the projection never reads the system of record).
+    fn holds_vectors(&self) -> bool {
+        false
+    }
     /// Which reads this projection can answer for recall once it has applied every
     /// committed change (until then, and when a read fails, the embedded index and the
     /// SQL graph answer instead).
