@@ -252,7 +252,7 @@ async fn unknown_ids_and_routes_are_not_found() {
         app.get("/v1/memories/no-such-id").await,
         StatusCode::NOT_FOUND,
         "not_found",
-        None,
+        Some("id"),
     )
     .await;
     assert_error(
@@ -260,14 +260,14 @@ async fn unknown_ids_and_routes_are_not_found() {
             .await,
         StatusCode::NOT_FOUND,
         "not_found",
-        None,
+        Some("id"),
     )
     .await;
     assert_error(
         app.delete("/v1/memories/no-such-id").await,
         StatusCode::NOT_FOUND,
         "not_found",
-        None,
+        Some("id"),
     )
     .await;
     assert_error(
@@ -275,7 +275,7 @@ async fn unknown_ids_and_routes_are_not_found() {
             .await,
         StatusCode::NOT_FOUND,
         "not_found",
-        None,
+        Some("id"),
     )
     .await;
     assert_error(
@@ -286,7 +286,7 @@ async fn unknown_ids_and_routes_are_not_found() {
         .await,
         StatusCode::NOT_FOUND,
         "not_found",
-        None,
+        Some("id"),
     )
     .await;
     assert_error(

@@ -456,8 +456,11 @@ impl Runtime {
 }
 
 fn session_not_found(agent: &AgentId, session: &SessionId) -> MemoryError {
-    MemoryError::not_found(format!(
-        "agent {agent} has no session {} (post a message to start one)",
-        session.as_str()
-    ))
+    MemoryError {
+        field: Some("session_id".into()),
+        ..MemoryError::not_found(format!(
+            "agent {agent} has no session {} (post a message to start one)",
+            session.as_str()
+        ))
+    }
 }

@@ -153,17 +153,22 @@ pub(super) fn query(limits: &Limits, query: &str) -> MemoryResult<()> {
 
 /// The not-found error of a memory, naming the agent it was looked up for.
 pub(super) fn not_found(id: &MemoryId, agent: Option<&AgentId>) -> MemoryError {
-    match agent {
-        Some(agent) => {
-            MemoryError::not_found(format!("memory {id} does not exist for agent {agent}"))
-        }
-        None => MemoryError::not_found(format!("memory {id} does not exist")),
+    let message = match agent {
+        Some(agent) => format!("memory {id} does not exist for agent {agent}"),
+        None => format!("memory {id} does not exist"),
+    };
+    MemoryError {
+        field: Some("id".into()),
+        ..MemoryError::not_found(message)
     }
 }
 
-/// `error` with `field` unless it names one already.
+/// A not-found `error` attributed to `field`, the request field that named the id (other
+/// failures, such as a backend outage, are no field's fault and are left alone).
 pub(super) fn with_field(mut error: MemoryError, field: &str) -> MemoryError {
-    error.field.get_or_insert_with(|| field.to_string());
+    if error.code == crate::error::ErrorCode::NotFound {
+        error.field = Some(field.to_string());
+    }
     error
 }
 
