@@ -147,7 +147,85 @@ on_both_backends!(
     session_log_appends_and_compacts_once,
     kv_namespaces_evict_in_use_order,
     outbox_records_every_change_in_order,
+    refuses_what_it_cannot_store_as_invalid_input,
 );
+
+/// Values one of the databases cannot keep (NUL in text or JSON, an instant outside the
+/// years 1 to 9999) are `invalid_argument` naming the field on both, before anything is
+/// written (PostgreSQL used to answer `backend_unavailable`, which clients retry forever).
+async fn refuses_what_it_cannot_store_as_invalid_input<S: TestStore>(store: &S) {
+    let base = fixture("nul", "plain", t0());
+    let year_minus_one = chrono::NaiveDate::from_ymd_opt(-1, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let cases: Vec<(Memory, &str)> = vec![
+        (
+            Memory {
+                content: "a\0b".into(),
+                ..fixture("nul", "x", t0())
+            },
+            "content",
+        ),
+        (
+            Memory {
+                tags: vec!["t\0".into()],
+                ..fixture("nul", "y", t0())
+            },
+            "tags",
+        ),
+        (
+            Memory {
+                metadata: serde_json::json!({"k": "v\u{0}"}),
+                ..fixture("nul", "z", t0())
+            },
+            "metadata",
+        ),
+        (
+            Memory {
+                occurred_at: year_minus_one,
+                ..fixture("nul", "w", t0())
+            },
+            "occurred_at",
+        ),
+    ];
+    for (memory, field) in cases {
+        let error = store.insert(&[stored(&memory)]).await.unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidArgument, "{field}: {error:?}");
+        assert_eq!(error.field.as_deref(), Some(field));
+        let error = store
+            .insert_new_content(&[stored(&memory)])
+            .await
+            .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some(field));
+    }
+    store.insert(&[stored(&base)]).await.unwrap();
+    let mut next = base.clone();
+    next.content = "still\0bad".into();
+    next.version += 1;
+    let error = store
+        .update(&next, &version_of(&base, "update", t0()), None)
+        .await
+        .unwrap_err();
+    assert_eq!(error.field.as_deref(), Some("content"));
+    let error = store
+        .append_session_message(
+            &agent("nul"),
+            &SessionId::parse("s").unwrap(),
+            MessageRole::User,
+            "hi\0",
+            1,
+            t0(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.field.as_deref(), Some("content"));
+    assert_eq!(
+        store.agent_memories(&agent("nul")).await.unwrap(),
+        vec![base]
+    );
+}
 
 /// A fixed instant with whole microseconds (both stores keep microseconds).
 fn t0() -> DateTime<Utc> {

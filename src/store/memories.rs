@@ -7,10 +7,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use mnemos_actors::error::MemoryResult;
+use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{
-    AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole, SessionId,
-    SessionMessage, SessionRecord,
+    check_instant, AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole,
+    SessionId, SessionMessage, SessionRecord,
 };
 use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{
@@ -24,6 +24,54 @@ use super::rows::{self as map, Columns};
 use super::sql::{self, id_texts, Arg, Statement};
 
 /// `value` as a bound whole number (saturating: sequence numbers never reach it).
+/// A memory's values both databases can keep, checked before anything is written:
+/// PostgreSQL refuses NUL characters in text and JSON, SQLite could not read back an
+/// instant outside the years 1 to 9999. Either is a 400 naming the field, on both
+/// backends alike, never a backend error a client would retry.
+fn storable(memory: &Memory) -> MemoryResult<()> {
+    let text = |field: &str, value: &str| {
+        if value.contains('\0') {
+            Err(MemoryError::invalid(
+                field,
+                format!("{field} contains a NUL character, which cannot be stored"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    text("content", &memory.content)?;
+    if let Some(title) = &memory.title {
+        text("title", title)?;
+    }
+    for tag in &memory.tags {
+        text("tags", tag)?;
+    }
+    if memory.metadata.to_string().contains("\\u0000") {
+        return Err(MemoryError::invalid(
+            "metadata",
+            "metadata contains a NUL character, which cannot be stored",
+        ));
+    }
+    if let Some(source) = &memory.source {
+        text("source.path", &source.path)?;
+        text("source.hash", &source.hash)?;
+    }
+    for (field, at) in [
+        ("occurred_at", memory.occurred_at),
+        ("created_at", memory.created_at),
+        ("updated_at", memory.updated_at),
+        ("last_accessed_at", memory.last_accessed_at),
+    ] {
+        check_instant(field, at)?;
+    }
+    Ok(())
+}
+
+/// [`storable`] for each record.
+fn all_storable<'a>(records: impl IntoIterator<Item = &'a StoredMemory>) -> MemoryResult<()> {
+    records.into_iter().try_for_each(|r| storable(&r.memory))
+}
+
 fn whole(value: u64) -> Arg<'static> {
     Arg::Integer(i64::try_from(value).unwrap_or(i64::MAX))
 }
@@ -43,6 +91,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     }
 
     async fn insert(&self, records: &[StoredMemory]) -> MemoryResult<()> {
+        all_storable(records)?;
         let mut tx = self.write_transaction().await?;
         D::insert_records(&mut tx, &records.iter().collect::<Vec<_>>()).await?;
         commit(tx).await?;
@@ -54,6 +103,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         &self,
         records: &[StoredMemory],
     ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        all_storable(records)?;
         // Under the write lock: a process writing the same content at once waits, then
         // finds this one's row, so nothing can store it between the check and the write.
         let mut tx = self.write_transaction().await?;
@@ -162,6 +212,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         previous: &MemoryVersion,
         embedding: Option<&[f32]>,
     ) -> MemoryResult<()> {
+        storable(next)?;
         let mut tx = self.write_transaction().await?;
         update_record::<D>(&mut tx, next, previous, embedding).await?;
         commit(tx).await
@@ -262,6 +313,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     }
 
     async fn commit_consolidation(&self, consolidation: &ConsolidationCommit) -> MemoryResult<()> {
+        storable(&consolidation.derived.memory)?;
         let mut tx = self.write_transaction().await?;
         // Sources first: a source changed since it was read fails the whole cluster.
         for (next, previous) in &consolidation.sources {
@@ -357,6 +409,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     }
 
     async fn commit_session_archive(&self, archive: &SessionArchive) -> MemoryResult<bool> {
+        storable(&archive.summary.memory)?;
         let mut tx = self.write_transaction().await?;
         let mark = Statement::new(
             sql::MARK_SESSION_ARCHIVED,
@@ -416,6 +469,13 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         tokens: u32,
         at: DateTime<Utc>,
     ) -> MemoryResult<SessionMessage> {
+        if content.contains('\0') {
+            return Err(MemoryError::invalid(
+                "content",
+                "content contains a NUL character, which cannot be stored",
+            ));
+        }
+        check_instant("at", at)?;
         let mut tx = D::session_transaction(&self.pool).await?;
         let next = Statement::new(
             sql::append_session(D::GREATEST),
@@ -495,6 +555,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         &self,
         compaction: &SessionCompaction,
     ) -> MemoryResult<bool> {
+        storable(&compaction.archive.memory)?;
         let mut tx = self.write_transaction().await?;
         let mark = Statement::new(
             sql::COMPACT_SESSION,

@@ -91,6 +91,18 @@ fn pg_time(time: DateTime<Utc>) -> DateTime<Utc> {
 
 /// A database error as the store reports it: the backend is unavailable.
 fn backend_error(error: sqlx::Error) -> MemoryError {
+    // Class 22 (data exception: a value out of range, a character the encoding cannot
+    // hold) is the request's fault, not an outage: a client must not retry it.
+    let data_exception = error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| code.starts_with("22"));
+    if data_exception {
+        return MemoryError::new(
+            ErrorCode::InvalidArgument,
+            format!("PostgreSQL cannot store a value of this request: {error}"),
+        );
+    }
     MemoryError::unavailable(format!("postgres: {error}"))
 }
 
