@@ -5,12 +5,14 @@
 //! (SQLite stores instants as text, and wrote `-0001-…` it could not parse back) or from
 //! hand edits. A repair rewrites each unreadable instant as the nearest instant mnemos
 //! stores (0001-01-01 for one before year 1, 9999-12-31 for one after 9999, the repair's
-//! time for text that is no instant at all) and malformed tags or metadata of a memory as
-//! empty, and reports every change. PostgreSQL's typed columns cannot hold such values,
-//! so there it finds nothing.
+//! time for text that is no instant at all), malformed tags or metadata of a memory as
+//! empty, an unknown type as episodic and an unknown status as archived, and reports
+//! every change. PostgreSQL's typed columns hold no bad instant or JSON, but a type or
+//! status column can still hold a name no version knows.
 
 use chrono::{DateTime, TimeZone, Utc};
 use mnemos_actors::error::MemoryResult;
+use mnemos_actors::model::{MemoryStatus, MemoryType};
 use mnemos_actors::store::UnreadableRow;
 use serde::Serialize;
 
@@ -173,9 +175,8 @@ impl<D: Dialect> SqlStore<D> {
     pub async fn repair_unreadable(&self, now: DateTime<Utc>) -> MemoryResult<Vec<Repair>> {
         let mut repairs = Vec::new();
         for finding in self.findings().await? {
-            let (value, shown) = if matches!(finding.column, "tags" | "metadata") {
-                let empty = if finding.column == "tags" { "[]" } else { "{}" };
-                (RepairValue::Json(empty), empty.to_string())
+            let (value, shown) = if let Some(text) = replacement_text(finding.column) {
+                (RepairValue::Json(text), text.to_string())
             } else {
                 let at = nearest_storable(finding.raw.as_deref().unwrap_or_default(), now);
                 (RepairValue::Time(at), at.to_rfc3339())
@@ -219,7 +220,7 @@ impl<D: Dialect> SqlStore<D> {
             let mut columns = key_columns.clone();
             columns.extend(table.times);
             if table.table == "memories" {
-                columns.extend(["tags", "metadata"]);
+                columns.extend(["tags", "metadata", "memory_type", "status"]);
             }
             let statement = Statement::new(
                 format!("SELECT {} FROM {}", columns.join(", "), table.table),
@@ -251,6 +252,18 @@ impl<D: Dialect> SqlStore<D> {
                     if let Ok(Err(error)) = row.json("metadata") {
                         problems.push(("metadata", error.to_string()));
                     }
+                    if let Err(error) = row
+                        .text("memory_type")
+                        .and_then(|t| MemoryType::parse("type", &t))
+                    {
+                        problems.push(("memory_type", error.message));
+                    }
+                    if let Err(error) = row
+                        .text("status")
+                        .and_then(|t| MemoryStatus::parse("status", &t))
+                    {
+                        problems.push(("status", error.message));
+                    }
                 }
                 for (column, error) in problems {
                     found.push(Finding {
@@ -267,11 +280,24 @@ impl<D: Dialect> SqlStore<D> {
     }
 }
 
+/// What a repair writes into a column that is not an instant: empty tags or metadata;
+/// an unknown type reads as episodic and an unknown status as archived (kept, out of
+/// recall, for a person to look at).
+fn replacement_text(column: &str) -> Option<&'static str> {
+    match column {
+        "tags" => Some("[]"),
+        "metadata" => Some("{}"),
+        "memory_type" => Some("episodic"),
+        "status" => Some("archived"),
+        _ => None,
+    }
+}
+
 /// The value a repair writes.
 enum RepairValue {
     /// An instant.
     Time(DateTime<Utc>),
-    /// A JSON document's text.
+    /// Text (a JSON document's, or a type or status name).
     Json(&'static str),
 }
 

@@ -287,7 +287,13 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
                 Arg::Integer(limit as i64),
             ],
         );
-        self.all(&statement, map::embedding_record).await
+        let key = |row: &D::Row| {
+            row.text("memory_id")
+                .or_else(|_| row.text("id"))
+                .unwrap_or_default()
+        };
+        self.all_readable(&statement, "memories", key, map::embedding_record)
+            .await
     }
 
     async fn count(&self) -> MemoryResult<u64> {

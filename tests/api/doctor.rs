@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    assert_error, assert_status, backend_env, on_postgres, spawn_app, spawn_with, test_settings,
+    assert_error, assert_status, backend_env, spawn_app, spawn_with, test_settings,
 };
 
 /// Instants outside the years 1 to 9999 (chrono parses all of them).
@@ -90,12 +90,41 @@ fn ids(body: &Value, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Poison memory `id` as an older version or a hand edit could: on SQLite an instant
+/// it cannot read back, on PostgreSQL (whose typed columns hold no such instant) a type
+/// no version knows. Answers the column poisoned.
+async fn poison(data_dir: &std::path::Path, id: &str) -> &'static str {
+    use sqlx::Connection;
+    match crate::helpers::postgres_test_url(data_dir) {
+        Some(url) => {
+            let mut pg = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query("UPDATE memories SET memory_type = 'bogus' WHERE id = $1")
+                .bind(id)
+                .execute(&mut pg)
+                .await
+                .unwrap();
+            "memory_type"
+        }
+        None => {
+            let database = data_dir.join("mnemos.db");
+            let mut sqlite =
+                sqlx::SqliteConnection::connect(&format!("sqlite://{}", database.display()))
+                    .await
+                    .unwrap();
+            sqlx::query(
+                "UPDATE memories SET occurred_at = '-0001-01-01T00:00:00.000000Z' WHERE id = ?",
+            )
+            .bind(id)
+            .execute(&mut sqlite)
+            .await
+            .unwrap();
+            "occurred_at"
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_poisoned_row_never_breaks_reads_and_the_doctor_repairs_it() {
-    if on_postgres() {
-        // PostgreSQL's timestamptz cannot hold such a row; the edge check above covers it.
-        return;
-    }
     let app = spawn_app().await;
     let poisoned = app
         .remember(
@@ -113,20 +142,7 @@ async fn a_poisoned_row_never_breaks_reads_and_the_doctor_repairs_it() {
         .as_str()
         .unwrap()
         .to_string();
-    // What an older version wrote for occurred_at -0001-01-01 (and could not read back).
-    let database = app.data_dir.join("mnemos.db");
-    let mut sqlite = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
-        "sqlite://{}",
-        database.display()
-    ))
-    .await
-    .unwrap();
-    sqlx::query("UPDATE memories SET occurred_at = '-0001-01-01T00:00:00.000000Z' WHERE id = ?")
-        .bind(&poisoned)
-        .execute(&mut sqlite)
-        .await
-        .unwrap();
-    drop(sqlite);
+    let column = poison(&app.data_dir, &poisoned).await;
 
     // Every read of everyone else goes on; the row reads as absent.
     for agent in ["alice", "bob"] {
@@ -165,13 +181,13 @@ async fn a_poisoned_row_never_breaks_reads_and_the_doctor_repairs_it() {
     let data_dir = dir.as_path();
     let found = mnemos(data_dir, &["doctor"]);
     assert!(
-        found.contains(&poisoned) && found.contains("occurred_at"),
+        found.contains(&poisoned) && found.contains(column),
         "{found}"
     );
     let repaired: Value =
         serde_json::from_str(&mnemos(data_dir, &["--json", "doctor", "--repair"])).unwrap();
     assert_eq!(repaired[0]["id"], poisoned.as_str(), "{repaired}");
-    assert_eq!(repaired[0]["column"], "occurred_at");
+    assert_eq!(repaired[0]["column"], column);
     assert!(mnemos(data_dir, &["doctor"]).contains("nothing to repair"));
 
     let app = spawn_with(test_settings(data_dir), temp).await;
@@ -181,12 +197,16 @@ async fn a_poisoned_row_never_breaks_reads_and_the_doctor_repairs_it() {
         StatusCode::OK,
     )
     .await;
-    assert!(
-        memory["occurred_at"]
-            .as_str()
-            .is_some_and(|at| at.starts_with("0001-01-01")),
-        "{memory}"
-    );
+    if column == "occurred_at" {
+        assert!(
+            memory["occurred_at"]
+                .as_str()
+                .is_some_and(|at| at.starts_with("0001-01-01")),
+            "{memory}"
+        );
+    } else {
+        assert_eq!(memory["type"], "episodic", "{memory}");
+    }
     let health = assert_status(app.get("/health").await, StatusCode::OK).await;
     assert_eq!(health["backends"]["store"]["state"], "up", "{health}");
     app.stop().await;
