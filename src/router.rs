@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -17,7 +16,7 @@ use mnemos_actors::error::{ErrorCode, MemoryError};
 use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi;
 
-use crate::contract::errors::ApiError;
+use crate::contract::errors::{ApiError, HttpRefusal, Refused};
 use crate::proxy::Proxy;
 use crate::state::AppState;
 
@@ -92,14 +91,12 @@ async fn not_found_route() -> ApiError {
 }
 
 /// A known route asked with the wrong method: 405 with the contract's body.
-async fn method_not_allowed() -> Response {
-    let mut response = ApiError(MemoryError::invalid(
+async fn method_not_allowed() -> Refused {
+    Refused::new(
+        HttpRefusal::MethodNotAllowed,
         "method",
         "this route does not accept that HTTP method",
-    ))
-    .into_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
+    )
 }
 
 /// A handler panicked: 500 `internal` with the contract's body (the panic is logged).
