@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::data_dir::DataDirLock;
+use crate::http::guard::GuardSettings;
 use crate::router::RouterParts;
 use crate::state::AppState;
 use crate::store::SystemOfRecord;
@@ -203,6 +204,12 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let server = &self.settings.server;
+        if server.mcp_allowed_hosts.is_some() {
+            tracing::warn!(
+                "server.mcp_allowed_hosts is the old name of server.allowed_hosts and now guards \
+                 every route; rename it"
+            );
+        }
         let state = AppState {
             runtime: self.services.runtime.clone(),
             fault_injection: server.fault_injection,
@@ -212,11 +219,16 @@ impl Application {
         };
         let mcp_sessions = tokio_util::sync::CancellationToken::new();
         let router = crate::router::router(RouterParts {
-            state,
             proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
-            mcp_allowed_hosts: server.mcp_allowed_hosts.clone(),
-            max_body_bytes: server.max_body_bytes,
+            guard: GuardSettings {
+                allowed_hosts: server.host_allow_list().to_vec(),
+                allowed_origins: server.allowed_origins.clone(),
+                max_body_bytes: server.max_body_bytes,
+                body_timeout: Duration::from_millis(server.body_timeout_ms),
+            },
+            project_roots: state.project_roots.clone(),
             shutdown: mcp_sessions.clone(),
+            state,
         });
         let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
         let signal = async move {

@@ -1,7 +1,8 @@
 //! The one place the HTTP router is composed: the REST routes (`crate::http`), the MCP
 //! endpoint `/mcp` (`crate::mcp`), the memory proxy's routes (`crate::proxy`),
 //! `/metrics` and `/openapi.json`, under the layers every route shares (request
-//! metrics, body limit, panic → 500 with the contract's body, tracing) and the
+//! metrics, the Host/Origin check, CORS when configured, the JSON-only body intake with
+//! its size and time limits, panic → 500 with the contract's body, tracing) and the
 //! contract's answers for an unknown route or method.
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi;
 
 use crate::contract::errors::{ApiError, HttpRefusal, Refused};
+use crate::http::guard::{Guard, GuardSettings};
 use crate::proxy::Proxy;
 use crate::state::AppState;
 
@@ -26,28 +28,34 @@ pub struct RouterParts {
     pub state: AppState,
     /// The memory proxy (`/v1/chat/completions`, `/v1/models`).
     pub proxy: Proxy,
-    /// `Host` names `/mcp` accepts (`server.mcp_allowed_hosts`), against DNS rebinding.
-    pub mcp_allowed_hosts: Vec<String>,
-    /// Largest request body (`server.max_body_bytes`), for REST and `/mcp` alike.
-    pub max_body_bytes: usize,
+    /// What every request is checked against before routing: allowed hosts and origins,
+    /// the body's size and time limits (`crate::http::guard`).
+    pub guard: GuardSettings,
+    /// Directories build_context's `project_root` may name over `/mcp` (`server.project_roots`).
+    pub project_roots: crate::context::ProjectRoots,
     /// Cancelled at shutdown so open MCP sessions and streams end and the drain can finish.
     pub shutdown: CancellationToken,
 }
 
-/// The full router of the service.
+/// The full router of the service. Layers, outermost first: tracing, panic → 500,
+/// request metrics, the Host/Origin check, CORS (only with `server.allowed_origins`),
+/// the JSON-only body intake (size and time limits), the extractors' body limit.
 pub fn router(parts: RouterParts) -> Router {
     let runtime = parts.state.runtime.clone();
+    let cors = crate::http::guard::cors(&parts.guard.allowed_origins);
+    let max_body_bytes = parts.guard.max_body_bytes;
     let mcp = crate::mcp::http_service(
         runtime.clone(),
-        parts.mcp_allowed_hosts,
-        parts.state.project_roots.clone(),
-        parts.max_body_bytes,
+        parts.guard.allowed_hosts.clone(),
+        parts.project_roots,
+        max_body_bytes,
         parts.shutdown,
     );
+    let guard = Guard::new(parts.guard);
     let rest = crate::http::routes()
         .route("/metrics", get(crate::http::handlers::metrics))
         .with_state(Arc::new(parts.state));
-    Router::new()
+    let router = Router::new()
         .merge(rest)
         .merge(crate::proxy::routes(parts.proxy, runtime))
         .route(
@@ -57,8 +65,21 @@ pub fn router(parts: RouterParts) -> Router {
         .nest_service("/mcp", mcp)
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            guard.clone(),
+            crate::http::guard::intake,
+        ));
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::http::guard::check_host_and_origin,
+        ))
         .layer(axum::middleware::from_fn(record_metrics))
-        .layer(axum::extract::DefaultBodyLimit::max(parts.max_body_bytes))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))
