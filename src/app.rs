@@ -1,5 +1,9 @@
 //! Start-up: open the stores the settings name, start the actor tree, bind the HTTP
 //! listener (port 0 works), serve until a shutdown signal, then drain and flush.
+//! `connections` serves the router on the listener under the connection limit and the
+//! header and idle timeouts.
+
+mod connections;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +26,7 @@ use crate::router::RouterParts;
 use crate::state::AppState;
 use crate::store::SystemOfRecord;
 use crate::vectors::hnsw::HnswVectorIndex;
+use connections::ConnectionLimits;
 
 /// A started runtime with the stores under it.
 pub struct Services {
@@ -230,6 +235,11 @@ impl Application {
             shutdown: mcp_sessions.clone(),
             state,
         });
+        let limits = ConnectionLimits {
+            header_timeout: Duration::from_millis(server.header_timeout_ms),
+            idle_timeout: Duration::from_millis(server.idle_timeout_ms),
+            max_connections: server.max_connections,
+        };
         let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
         let signal = async move {
             shutdown.await;
@@ -239,14 +249,14 @@ impl Application {
             let _ = signalled_tx.send(true);
         };
         let grace = Duration::from_secs(self.settings.server.shutdown_grace_seconds);
-        let serve = axum::serve(self.listener, router).with_graceful_shutdown(signal);
+        let serve = connections::serve(self.listener, router, limits, signal);
         let deadline = async move {
             let mut signalled = signalled_rx;
             let _ = signalled.wait_for(|s| *s).await;
             tokio::time::sleep(grace).await;
         };
         tokio::select! {
-            result = serve => result.context("http server failed")?,
+            () = serve => {}
             () = deadline => tracing::warn!("requests still running after the grace period; stopping anyway"),
         }
         self.services.close().await?;

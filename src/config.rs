@@ -97,10 +97,20 @@ pub struct ServerSettings {
     /// from a browser (a request whose `Origin` is neither is 403), and that get CORS
     /// answers. Empty by default: no cross-site page can write, and CORS stays off.
     pub allowed_origins: Vec<String>,
+    /// Milliseconds a client has to send a request's headers, counted from the
+    /// connection's accept or from the first byte of the next request on a kept-alive
+    /// connection; past it the connection is closed (slow-header clients cannot pile up).
+    pub header_timeout_ms: u64,
     /// Milliseconds a client has, after the headers, to send the whole body; past it the
     /// request is answered 408 and the connection closed. Responses (SSE streams of the
     /// proxy and of `/mcp`) are never cut by it.
     pub body_timeout_ms: u64,
+    /// Milliseconds a kept-alive connection may sit with no request in flight before it
+    /// is closed.
+    pub idle_timeout_ms: u64,
+    /// Most connections served at once; further clients wait in the listen backlog
+    /// until one closes (the timeouts above bound how long a slow client holds one).
+    pub max_connections: usize,
     /// Directories build_context's `project_root` must lie in; empty admits any readable one.
     pub project_roots: Vec<PathBuf>,
 }
@@ -526,7 +536,11 @@ impl Settings {
                 ));
             }
         }
-        let timeouts = [("server.body_timeout_ms", self.server.body_timeout_ms)];
+        let timeouts = [
+            ("server.header_timeout_ms", self.server.header_timeout_ms),
+            ("server.body_timeout_ms", self.server.body_timeout_ms),
+            ("server.idle_timeout_ms", self.server.idle_timeout_ms),
+        ];
         for (key, value) in timeouts {
             if !(100..=86_400_000).contains(&value) {
                 return Err(bad(
@@ -534,6 +548,12 @@ impl Settings {
                     format!("must be between 100 ms and 86400000 ms (a day), got {value}"),
                 ));
             }
+        }
+        if !(1..=1_000_000).contains(&self.server.max_connections) {
+            return Err(bad(
+                "server.max_connections",
+                "must be between 1 and 1000000 (and within the process's open-file limit)",
+            ));
         }
         Ok(())
     }
@@ -1230,8 +1250,20 @@ mod tests {
                 Box::new(|s| s.proxy.memory_budget_pct = f64::NAN),
             ),
             (
+                "server.header_timeout_ms",
+                Box::new(|s| s.server.header_timeout_ms = 0),
+            ),
+            (
                 "server.body_timeout_ms",
                 Box::new(|s| s.server.body_timeout_ms = 99),
+            ),
+            (
+                "server.idle_timeout_ms",
+                Box::new(|s| s.server.idle_timeout_ms = 100_000_000),
+            ),
+            (
+                "server.max_connections",
+                Box::new(|s| s.server.max_connections = 0),
             ),
             (
                 "server.allowed_hosts",

@@ -424,3 +424,231 @@ async fn a_foreign_origin_is_refused_and_the_own_or_a_listed_one_passes() {
     plain.stop().await;
     app.stop().await;
 }
+
+/// A test app with these `[server]` timeouts in milliseconds.
+async fn app_with_timeouts(header: u64, body: u64, idle: u64) -> TestApp {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(temp.path());
+    settings.server.header_timeout_ms = header;
+    settings.server.body_timeout_ms = body;
+    settings.server.idle_timeout_ms = idle;
+    spawn_with(settings, Some(temp)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_slow_header_clients_are_disconnected_within_the_header_timeout() {
+    let app = app_with_timeouts(500, 30_000, 60_000).await;
+    // Partial headers, never finished.
+    let started = Instant::now();
+    let mut partial = connect(&app).await;
+    partial
+        .write_all(b"POST /tools/remember HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+        .await
+        .unwrap();
+    let (_, closed) = read_until_closed(&mut partial, Duration::from_secs(5)).await;
+    let held = started.elapsed();
+    assert!(closed, "a connection with partial headers stayed open");
+    assert!(
+        held >= Duration::from_millis(400) && held < Duration::from_secs(3),
+        "closed after {held:?}, want about 500 ms"
+    );
+    // Nothing at all.
+    let started = Instant::now();
+    let mut silent = connect(&app).await;
+    let (_, closed) = read_until_closed(&mut silent, Duration::from_secs(5)).await;
+    assert!(closed, "a connection that sent nothing stayed open");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // A byte every 100 ms does not reset the timer.
+    let started = Instant::now();
+    let mut trickle = connect(&app).await;
+    let request = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut cut = false;
+    for byte in request.iter().take(request.len() - 2) {
+        if trickle.write_all(&[*byte]).await.is_err() {
+            cut = true;
+            break;
+        }
+        let (_, closed) = read_until_closed(&mut trickle, Duration::from_millis(100)).await;
+        if closed {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "a client trickling its headers was never cut");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the trickling client held its connection {:?}",
+        started.elapsed()
+    );
+    // Normal requests are served as before.
+    assert_status(app.get("/health").await, StatusCode::OK).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_kept_alive_connection_is_closed_after_the_idle_timeout() {
+    // The header timeout is shorter than the idle one: a kept-alive connection waiting
+    // for its next request is idle, not slow.
+    let app = app_with_timeouts(300, 30_000, 1_500).await;
+    let mut stream = connect(&app).await;
+    let request = format!("GET /health HTTP/1.1\r\nHost: {}\r\n\r\n", authority(&app));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let response = read_response(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let answered = Instant::now();
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_millis(800)).await;
+    assert!(!closed, "closed by the header timeout while idle");
+    // It still serves a second request.
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let response = read_response(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let answered_again = Instant::now();
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(closed, "an idle connection stayed open");
+    let idle = answered_again.elapsed();
+    assert!(
+        idle >= Duration::from_millis(1_200) && idle < Duration::from_secs(4),
+        "closed after {idle:?} idle, want about 1.5 s"
+    );
+    assert!(answered.elapsed() > idle);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_connections_clients_wait_until_a_connection_closes() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(temp.path());
+    settings.server.max_connections = 2;
+    let app = spawn_with(settings, Some(temp)).await;
+    let first = connect(&app).await;
+    let _second = connect(&app).await;
+    let mut third = connect(&app).await;
+    let request = format!(
+        "GET /health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        authority(&app)
+    );
+    third.write_all(request.as_bytes()).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut third, Duration::from_millis(500)).await;
+    assert!(
+        answer.is_empty() && !closed,
+        "a third connection was served past max_connections = 2: {answer:?}"
+    );
+    drop(first);
+    let (answer, _) = read_until_closed(&mut third, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    app.stop().await;
+}
+
+/// An upstream that streams an SSE completion slowly: a chunk every 400 ms.
+async fn slow_streaming_upstream() -> String {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            let chunks = [
+                r#"data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+                r#"data: {"choices":[{"index":0,"delta":{"content":"slow "}}]}"#,
+                r#"data: {"choices":[{"index":0,"delta":{"content":"but "}}]}"#,
+                r#"data: {"choices":[{"index":0,"delta":{"content":"complete."}}]}"#,
+                "data: [DONE]",
+            ];
+            let stream = futures_util::stream::unfold(0usize, move |at| async move {
+                if at == chunks.len() {
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                let chunk = axum::body::Bytes::from(format!("{}\n\n", chunks[at]));
+                Some((Ok::<_, std::io::Error>(chunk), at + 1))
+            });
+            (
+                [("content-type", "text/event-stream")],
+                axum::body::Body::from_stream(stream),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}/v1")
+}
+
+/// POST a JSON-RPC message to `/mcp`, in a session when one is given.
+async fn mcp_post(app: &TestApp, session: Option<&str>, message: &Value) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(format!("{}/mcp", app.address))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(message);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.expect("request sent")
+}
+
+/// Open an MCP session: initialize, then the initialized notification; its id.
+async fn open_mcp_session(app: &TestApp) -> String {
+    let response = mcp_post(app, None, &initialize()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = response.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = mcp_post(app, Some(&session), &initialized).await;
+    assert!(response.status().is_success(), "{}", response.status());
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_responses_outlive_every_timeout() {
+    let upstream = slow_streaming_upstream().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(temp.path());
+    settings.server.header_timeout_ms = 300;
+    settings.server.body_timeout_ms = 300;
+    settings.server.idle_timeout_ms = 300;
+    settings.proxy.upstream_url = upstream;
+    settings.proxy.extract = false;
+    let app = spawn_with(settings, Some(temp)).await;
+    // A proxied stream that takes 2 s, longer than every timeout, arrives whole.
+    let started = Instant::now();
+    let response = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.address))
+        .header("x-mnemos-agent-id", "streamer")
+        .json(&json!({"model": "m", "stream": true,
+                      "messages": [{"role": "user", "content": "Say something slowly."}]}))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.expect("the whole stream");
+    assert!(started.elapsed() >= Duration::from_millis(1_600));
+    assert!(
+        text.contains("complete.") && text.ends_with("data: [DONE]\n\n"),
+        "{text}"
+    );
+    // An MCP session's standalone SSE stream (GET /mcp) stays open past them too.
+    let session = open_mcp_session(&app).await;
+    let mut stream = app
+        .client
+        .get(format!("{}/mcp", app.address))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(stream.status(), StatusCode::OK);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1_500);
+    loop {
+        match tokio::time::timeout_at(deadline, stream.chunk()).await {
+            Err(_) => break,
+            Ok(Ok(Some(_))) => continue,
+            Ok(other) => panic!("the SSE stream ended early: {other:?}"),
+        }
+    }
+    app.stop().await;
+}
