@@ -7,6 +7,7 @@ mod connections;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -215,24 +216,34 @@ impl Application {
                  every route; rename it"
             );
         }
+        let mcp_sessions = Arc::new(AtomicUsize::new(0));
         let state = AppState {
             runtime: self.services.runtime.clone(),
             fault_injection: server.fault_injection,
             metrics: crate::telemetry::metrics_handle(),
             started: Instant::now(),
             project_roots: crate::context::ProjectRoots::new(server.project_roots.clone()),
+            mcp_sessions: mcp_sessions.clone(),
         };
-        let mcp_sessions = tokio_util::sync::CancellationToken::new();
+        let allowed_hosts = server.host_allow_list().to_vec();
+        let end_mcp_sessions = tokio_util::sync::CancellationToken::new();
         let router = crate::router::router(RouterParts {
             proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
             guard: GuardSettings {
-                allowed_hosts: server.host_allow_list().to_vec(),
+                allowed_hosts: allowed_hosts.clone(),
                 allowed_origins: server.allowed_origins.clone(),
                 max_body_bytes: server.max_body_bytes,
                 body_timeout: Duration::from_millis(server.body_timeout_ms),
             },
-            project_roots: state.project_roots.clone(),
-            shutdown: mcp_sessions.clone(),
+            mcp: crate::mcp::HttpOptions {
+                allowed_hosts,
+                project_roots: state.project_roots.clone(),
+                max_body_bytes: server.max_body_bytes,
+                max_sessions: server.mcp_max_sessions,
+                session_idle_timeout: Duration::from_millis(server.mcp_session_idle_timeout_ms),
+                live_sessions: mcp_sessions,
+                shutdown: end_mcp_sessions.clone(),
+            },
             state,
         });
         let limits = ConnectionLimits {
@@ -245,7 +256,7 @@ impl Application {
             shutdown.await;
             tracing::info!("shutdown requested; draining requests");
             // MCP sessions keep a stream open; end them so the drain is not held up.
-            mcp_sessions.cancel();
+            end_mcp_sessions.cancel();
             let _ = signalled_tx.send(true);
         };
         let grace = Duration::from_secs(self.settings.server.shutdown_grace_seconds);

@@ -111,6 +111,13 @@ pub struct ServerSettings {
     /// Most connections served at once; further clients wait in the listen backlog
     /// until one closes (the timeouts above bound how long a slow client holds one).
     pub max_connections: usize,
+    /// Most live MCP sessions on `/mcp`; each holds about 60 KB, so the bound caps that
+    /// memory. A new session beyond it is refused with 429 `rate_limited` (sessions in
+    /// use are never evicted).
+    pub mcp_max_sessions: usize,
+    /// Milliseconds an MCP session may go without a request before it expires and its
+    /// memory is freed (the client then gets 404 and starts a new session).
+    pub mcp_session_idle_timeout_ms: u64,
     /// Directories build_context's `project_root` must lie in; empty admits any readable one.
     pub project_roots: Vec<PathBuf>,
 }
@@ -540,6 +547,10 @@ impl Settings {
             ("server.header_timeout_ms", self.server.header_timeout_ms),
             ("server.body_timeout_ms", self.server.body_timeout_ms),
             ("server.idle_timeout_ms", self.server.idle_timeout_ms),
+            (
+                "server.mcp_session_idle_timeout_ms",
+                self.server.mcp_session_idle_timeout_ms,
+            ),
         ];
         for (key, value) in timeouts {
             if !(100..=86_400_000).contains(&value) {
@@ -553,6 +564,12 @@ impl Settings {
             return Err(bad(
                 "server.max_connections",
                 "must be between 1 and 1000000 (and within the process's open-file limit)",
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.server.mcp_max_sessions) {
+            return Err(bad(
+                "server.mcp_max_sessions",
+                "must be between 1 and 1000000",
             ));
         }
         Ok(())
@@ -1262,8 +1279,16 @@ mod tests {
                 Box::new(|s| s.server.idle_timeout_ms = 100_000_000),
             ),
             (
+                "server.mcp_session_idle_timeout_ms",
+                Box::new(|s| s.server.mcp_session_idle_timeout_ms = 0),
+            ),
+            (
                 "server.max_connections",
                 Box::new(|s| s.server.max_connections = 0),
+            ),
+            (
+                "server.mcp_max_sessions",
+                Box::new(|s| s.server.mcp_max_sessions = 0),
             ),
             (
                 "server.allowed_hosts",

@@ -14,7 +14,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use mnemos_actors::error::{ErrorCode, MemoryError};
-use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi;
 
 use crate::contract::errors::{ApiError, HttpRefusal, Refused};
@@ -31,10 +30,9 @@ pub struct RouterParts {
     /// What every request is checked against before routing: allowed hosts and origins,
     /// the body's size and time limits (`crate::http::guard`).
     pub guard: GuardSettings,
-    /// Directories build_context's `project_root` may name over `/mcp` (`server.project_roots`).
-    pub project_roots: crate::context::ProjectRoots,
-    /// Cancelled at shutdown so open MCP sessions and streams end and the drain can finish.
-    pub shutdown: CancellationToken,
+    /// How `/mcp` is served: its session bound and idle expiry, and the shutdown token
+    /// that ends open sessions and streams so the drain can finish.
+    pub mcp: crate::mcp::HttpOptions,
 }
 
 /// The full router of the service. Layers, outermost first: tracing, panic → 500,
@@ -44,14 +42,8 @@ pub fn router(parts: RouterParts) -> Router {
     let runtime = parts.state.runtime.clone();
     let cors = crate::http::guard::cors(&parts.guard.allowed_origins);
     let max_body_bytes = parts.guard.max_body_bytes;
-    let mcp = crate::mcp::http_service(
-        runtime.clone(),
-        parts.guard.allowed_hosts.clone(),
-        parts.project_roots,
-        max_body_bytes,
-        parts.shutdown,
-    );
     let guard = Guard::new(parts.guard);
+    let mcp = crate::mcp::http_router(runtime.clone(), parts.mcp);
     let rest = crate::http::routes()
         .route("/metrics", get(crate::http::handlers::metrics))
         .with_state(Arc::new(parts.state));
@@ -62,7 +54,7 @@ pub fn router(parts: RouterParts) -> Router {
             "/openapi.json",
             get(|| async { axum::Json(crate::http::openapi::ApiDoc::openapi()) }),
         )
-        .nest_service("/mcp", mcp)
+        .merge(mcp)
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))

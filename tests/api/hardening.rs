@@ -652,3 +652,75 @@ async fn long_responses_outlive_every_timeout() {
     }
     app.stop().await;
 }
+
+/// The value of the `mnemos_mcp_sessions` gauge in the app's `/metrics`.
+async fn sessions_gauge(app: &TestApp) -> Option<f64> {
+    let text = app.get("/metrics").await.text().await.unwrap_or_default();
+    text.lines()
+        .find_map(|line| line.strip_prefix("mnemos_mcp_sessions "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_are_capped_counted_in_metrics_and_freed_when_they_expire() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(temp.path());
+    settings.server.mcp_max_sessions = 3;
+    settings.server.mcp_session_idle_timeout_ms = 1_000;
+    let app = spawn_with(settings, Some(temp)).await;
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        sessions.push(open_mcp_session(&app).await);
+    }
+    // The fourth and fifth are refused with the contract's body, and no session is made.
+    for _ in 0..2 {
+        let refused = mcp_post(&app, None, &initialize()).await;
+        assert!(refused.headers().get("mcp-session-id").is_none());
+        let body = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("server.mcp_max_sessions")),
+            "{body}"
+        );
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            sessions_gauge(&app).await == Some(3.0)
+        })
+        .await,
+        "mnemos_mcp_sessions is not 3: {:?}",
+        sessions_gauge(&app).await
+    );
+    // The sessions in use still work.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let listed = mcp_post(&app, Some(&sessions[0]), &list).await;
+    assert_eq!(listed.status(), StatusCode::OK);
+    assert!(listed.text().await.unwrap().contains("remember"));
+    // Ending one (DELETE) frees its place at once.
+    let ended = app
+        .client
+        .delete(format!("{}/mcp", app.address))
+        .header("mcp-session-id", &sessions[1])
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("request sent");
+    assert!(ended.status().is_success(), "{}", ended.status());
+    open_mcp_session(&app).await;
+    // After a second without requests every session expires and is dropped.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            sessions_gauge(&app).await == Some(0.0)
+        })
+        .await,
+        "expired sessions are still counted: {:?}",
+        sessions_gauge(&app).await
+    );
+    let expired = mcp_post(&app, Some(&sessions[0]), &list).await;
+    assert_eq!(expired.status(), StatusCode::NOT_FOUND);
+    for _ in 0..3 {
+        open_mcp_session(&app).await;
+    }
+    app.stop().await;
+}
