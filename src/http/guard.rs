@@ -273,8 +273,10 @@ enum Refusal {
 /// Read a body whole, at most `limit` bytes, by `deadline`; the rest of a larger body is
 /// read and dropped (by the same deadline) so the connection can carry the answer.
 async fn read_body(mut body: Body, limit: usize, deadline: Instant) -> Result<Bytes, Refusal> {
+    // Reserve for the announced length, but not more than 64 KiB before the bytes are
+    // in: a client announcing 8 MiB and sending nothing must not cost 8 MiB.
     let expected = body.size_hint().exact().unwrap_or(0) as usize;
-    let mut collected = Vec::with_capacity(expected.min(limit));
+    let mut collected = Vec::with_capacity(expected.min(limit).min(64 * 1024));
     loop {
         match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => return Err(Refusal::TimedOut),
