@@ -1,8 +1,13 @@
 //! Start-up: open the stores the settings name, start the actor tree, bind the HTTP
 //! listener (port 0 works), serve until a shutdown signal, then drain and flush.
+//! `connections` serves the router on the listener under the connection limit and the
+//! header and idle timeouts.
+
+mod connections;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,10 +22,12 @@ use tokio::net::TcpListener;
 
 use crate::config::Settings;
 use crate::data_dir::DataDirLock;
+use crate::http::guard::GuardSettings;
 use crate::router::RouterParts;
 use crate::state::AppState;
 use crate::store::SystemOfRecord;
 use crate::vectors::hnsw::HnswVectorIndex;
+use connections::ConnectionLimits;
 
 /// A started runtime with the stores under it.
 pub struct Services {
@@ -206,38 +213,64 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let server = &self.settings.server;
+        if server.mcp_allowed_hosts.is_some() {
+            tracing::warn!(
+                "server.mcp_allowed_hosts is the old name of server.allowed_hosts and now guards \
+                 every route; rename it"
+            );
+        }
+        let mcp_sessions = Arc::new(AtomicUsize::new(0));
         let state = AppState {
             runtime: self.services.runtime.clone(),
             fault_injection: server.fault_injection,
             metrics: crate::telemetry::metrics_handle(),
             started: Instant::now(),
             project_roots: crate::context::ProjectRoots::new(server.project_roots.clone()),
+            mcp_sessions: mcp_sessions.clone(),
         };
-        let mcp_sessions = tokio_util::sync::CancellationToken::new();
+        let allowed_hosts = server.host_allow_list().to_vec();
+        let end_mcp_sessions = tokio_util::sync::CancellationToken::new();
         let router = crate::router::router(RouterParts {
-            state,
             proxy: crate::proxy::Proxy::new(self.settings.proxy.clone())?,
-            mcp_allowed_hosts: server.mcp_allowed_hosts.clone(),
-            max_body_bytes: server.max_body_bytes,
-            shutdown: mcp_sessions.clone(),
+            guard: GuardSettings {
+                allowed_hosts: allowed_hosts.clone(),
+                allowed_origins: server.allowed_origins.clone(),
+                max_body_bytes: server.max_body_bytes,
+                body_timeout: Duration::from_millis(server.body_timeout_ms),
+            },
+            mcp: crate::mcp::HttpOptions {
+                allowed_hosts,
+                project_roots: state.project_roots.clone(),
+                max_body_bytes: server.max_body_bytes,
+                max_sessions: server.mcp_max_sessions,
+                session_idle_timeout: Duration::from_millis(server.mcp_session_idle_timeout_ms),
+                live_sessions: mcp_sessions,
+                shutdown: end_mcp_sessions.clone(),
+            },
+            state,
         });
+        let limits = ConnectionLimits {
+            header_timeout: Duration::from_millis(server.header_timeout_ms),
+            idle_timeout: Duration::from_millis(server.idle_timeout_ms),
+            max_connections: server.max_connections,
+        };
         let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
         let signal = async move {
             shutdown.await;
             tracing::info!("shutdown requested; draining requests");
             // MCP sessions keep a stream open; end them so the drain is not held up.
-            mcp_sessions.cancel();
+            end_mcp_sessions.cancel();
             let _ = signalled_tx.send(true);
         };
         let grace = Duration::from_secs(self.settings.server.shutdown_grace_seconds);
-        let serve = axum::serve(self.listener, router).with_graceful_shutdown(signal);
+        let serve = connections::serve(self.listener, router, limits, signal);
         let deadline = async move {
             let mut signalled = signalled_rx;
             let _ = signalled.wait_for(|s| *s).await;
             tokio::time::sleep(grace).await;
         };
         tokio::select! {
-            result = serve => result.context("http server failed")?,
+            () = serve => {}
             () = deadline => tracing::warn!("requests still running after the grace period; stopping anyway"),
         }
         self.services.close().await?;

@@ -83,10 +83,53 @@ pub struct ServerSettings {
     pub shutdown_grace_seconds: u64,
     /// Expose the actor fault-injection route.
     pub fault_injection: bool,
-    /// `Host` names `/mcp` accepts (guards a local server against DNS rebinding); empty accepts any.
-    pub mcp_allowed_hosts: Vec<String>,
+    /// `Host` names (or `host:port`) every route accepts: a page on another site that
+    /// rebinds its DNS name to this server cannot reach it through a victim's browser.
+    /// Empty accepts any `Host`.
+    pub allowed_hosts: Vec<String>,
+    /// The old name of `allowed_hosts`, from when only `/mcp` checked the `Host`. Absent
+    /// from `config/default.toml`; when an overlay or the environment still sets it, it
+    /// wins over `allowed_hosts` (it is the operator's explicit choice) and start-up
+    /// warns. Read through [`ServerSettings::host_allow_list`].
+    #[serde(default)]
+    pub mcp_allowed_hosts: Option<Vec<String>>,
+    /// Origins (`scheme://host[:port]`) besides the server's own that may send requests
+    /// from a browser (a request whose `Origin` is neither is 403), and that get CORS
+    /// answers. Empty by default: no cross-site page can write, and CORS stays off.
+    pub allowed_origins: Vec<String>,
+    /// Milliseconds a client has to send a request's headers, counted from the
+    /// connection's accept or from the first byte of the next request on a kept-alive
+    /// connection; past it the connection is closed (slow-header clients cannot pile up).
+    pub header_timeout_ms: u64,
+    /// Milliseconds a client has, after the headers, to send the whole body; past it the
+    /// request is answered 408 and the connection closed. Responses (SSE streams of the
+    /// proxy and of `/mcp`) are never cut by it.
+    pub body_timeout_ms: u64,
+    /// Milliseconds a kept-alive connection may sit with no request in flight before it
+    /// is closed.
+    pub idle_timeout_ms: u64,
+    /// Most connections served at once; further clients wait in the listen backlog
+    /// until one closes (the timeouts above bound how long a slow client holds one).
+    pub max_connections: usize,
+    /// Most live MCP sessions on `/mcp`; each holds about 60 KB, so the bound caps that
+    /// memory. A new session beyond it is refused with 429 `rate_limited` (sessions in
+    /// use are never evicted).
+    pub mcp_max_sessions: usize,
+    /// Milliseconds an MCP session may go without a request before it expires and its
+    /// memory is freed (the client then gets 404 and starts a new session).
+    pub mcp_session_idle_timeout_ms: u64,
     /// Directories build_context's `project_root` must lie in; empty admits any readable one.
     pub project_roots: Vec<PathBuf>,
+}
+
+impl ServerSettings {
+    /// The `Host` allow-list in force: `mcp_allowed_hosts` when it is still set (the old
+    /// name), else `allowed_hosts`.
+    pub fn host_allow_list(&self) -> &[String] {
+        self.mcp_allowed_hosts
+            .as_deref()
+            .unwrap_or(&self.allowed_hosts)
+    }
 }
 
 /// `[storage]`.
@@ -411,7 +454,9 @@ impl Settings {
                 .separator("__")
                 .try_parsing(true)
                 .list_separator(",")
+                .with_list_parse_key("server.allowed_hosts")
                 .with_list_parse_key("server.mcp_allowed_hosts")
+                .with_list_parse_key("server.allowed_origins")
                 .with_list_parse_key("server.project_roots"),
         );
         let settings: Settings = builder
@@ -466,6 +511,66 @@ impl Settings {
         }
         if self.server.max_body_bytes < 1024 {
             return Err(bad("server.max_body_bytes", "must be at least 1024"));
+        }
+        let key = if self.server.mcp_allowed_hosts.is_some() {
+            "server.mcp_allowed_hosts"
+        } else {
+            "server.allowed_hosts"
+        };
+        for host in self.server.host_allow_list() {
+            let authority = host.trim();
+            let parses = authority.parse::<std::net::Ipv6Addr>().is_ok()
+                || authority.parse::<axum::http::uri::Authority>().is_ok();
+            if authority.is_empty() || authority.contains('/') || !parses {
+                return Err(bad(
+                    key,
+                    format!("{host:?} is not a host name or host:port (such as mnemos.internal or 10.0.0.5:8077)"),
+                ));
+            }
+        }
+        for origin in &self.server.allowed_origins {
+            let uri = origin.parse::<axum::http::Uri>().ok();
+            let shaped = uri.as_ref().is_some_and(|uri| {
+                matches!(uri.scheme_str(), Some("http" | "https"))
+                    && uri.authority().is_some_and(|a| !a.host().is_empty())
+                    && matches!(uri.path(), "" | "/")
+                    && uri.query().is_none()
+            });
+            if !shaped {
+                return Err(bad(
+                    "server.allowed_origins",
+                    format!("{origin:?} is not an origin like https://app.example.com or http://localhost:3000"),
+                ));
+            }
+        }
+        let timeouts = [
+            ("server.header_timeout_ms", self.server.header_timeout_ms),
+            ("server.body_timeout_ms", self.server.body_timeout_ms),
+            ("server.idle_timeout_ms", self.server.idle_timeout_ms),
+            (
+                "server.mcp_session_idle_timeout_ms",
+                self.server.mcp_session_idle_timeout_ms,
+            ),
+        ];
+        for (key, value) in timeouts {
+            if !(100..=86_400_000).contains(&value) {
+                return Err(bad(
+                    key,
+                    format!("must be between 100 ms and 86400000 ms (a day), got {value}"),
+                ));
+            }
+        }
+        if !(1..=1_000_000).contains(&self.server.max_connections) {
+            return Err(bad(
+                "server.max_connections",
+                "must be between 1 and 1000000 (and within the process's open-file limit)",
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.server.mcp_max_sessions) {
+            return Err(bad(
+                "server.mcp_max_sessions",
+                "must be between 1 and 1000000",
+            ));
         }
         Ok(())
     }
@@ -1161,6 +1266,46 @@ mod tests {
                 "proxy.memory_budget_pct",
                 Box::new(|s| s.proxy.memory_budget_pct = f64::NAN),
             ),
+            (
+                "server.header_timeout_ms",
+                Box::new(|s| s.server.header_timeout_ms = 0),
+            ),
+            (
+                "server.body_timeout_ms",
+                Box::new(|s| s.server.body_timeout_ms = 99),
+            ),
+            (
+                "server.idle_timeout_ms",
+                Box::new(|s| s.server.idle_timeout_ms = 100_000_000),
+            ),
+            (
+                "server.mcp_session_idle_timeout_ms",
+                Box::new(|s| s.server.mcp_session_idle_timeout_ms = 0),
+            ),
+            (
+                "server.max_connections",
+                Box::new(|s| s.server.max_connections = 0),
+            ),
+            (
+                "server.mcp_max_sessions",
+                Box::new(|s| s.server.mcp_max_sessions = 0),
+            ),
+            (
+                "server.allowed_hosts",
+                Box::new(|s| s.server.allowed_hosts = vec!["http://x/".into()]),
+            ),
+            (
+                "server.mcp_allowed_hosts",
+                Box::new(|s| s.server.mcp_allowed_hosts = Some(vec!["".into()])),
+            ),
+            (
+                "server.allowed_origins",
+                Box::new(|s| s.server.allowed_origins = vec!["app.example.com".into()]),
+            ),
+            (
+                "server.allowed_origins",
+                Box::new(|s| s.server.allowed_origins = vec!["https://a.example/path".into()]),
+            ),
         ];
         for (key, change) in cases {
             let mut settings = defaults();
@@ -1171,6 +1316,28 @@ mod tests {
         let mut settings = defaults();
         settings.archival.timezone = "Europe/Paris".into();
         settings.validate().unwrap();
+    }
+
+    #[test]
+    fn the_old_host_key_still_works_and_wins() {
+        let settings: Settings = Config::builder()
+            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
+            .add_source(File::from_str(
+                "[server]\nmcp_allowed_hosts = [\"mnemos\"]",
+                FileFormat::Toml,
+            ))
+            .build()
+            .unwrap()
+            .try_deserialize()
+            .unwrap();
+        settings.validate().unwrap();
+        assert_eq!(settings.server.host_allow_list(), ["mnemos".to_string()]);
+        let defaults = defaults();
+        assert_eq!(
+            defaults.server.host_allow_list(),
+            ["localhost", "127.0.0.1", "::1"].map(String::from)
+        );
+        assert!(defaults.server.allowed_origins.is_empty());
     }
 
     #[test]

@@ -10,21 +10,38 @@
 //! inlined. A failure is a JSON-RPC error whose code comes from
 //! [`crate::contract::errors::mcp_error_code`] and whose `data` carries the contract's
 //! `{"code", "message", "field"}`.
+//!
+//! Over HTTP, sessions are bounded ([`BoundedSessions`], `server.mcp_max_sessions`): a
+//! new session past the bound is refused with 429 `rate_limited` ([`admit_session`]);
+//! live sessions are never evicted; a session idle for
+//! `server.mcp_session_idle_timeout_ms` expires and is dropped with its memory.
 
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use axum::extract::State;
+use futures_util::Stream;
 use mnemos_actors::error::{ErrorCode, MemoryError};
 use mnemos_actors::Runtime;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ErrorData,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, ServerJsonRpcMessage, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::{
+    SessionId, SessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{json, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -381,26 +398,215 @@ impl ServerHandler for MnemosMcp {
     }
 }
 
-/// The streamable HTTP service for `/mcp` (mount with `Router::nest_service`).
-/// `allowed_hosts` guards against DNS rebinding (empty: any `Host`); `shutdown` ends the
-/// open sessions and streams so a graceful shutdown does not wait for them.
-pub fn http_service(
-    runtime: Runtime,
-    allowed_hosts: Vec<String>,
-    project_roots: crate::context::ProjectRoots,
-    max_body_bytes: usize,
-    shutdown: CancellationToken,
-) -> StreamableHttpService<MnemosMcp, LocalSessionManager> {
-    let server = MnemosMcp::new(runtime, project_roots);
+/// What the streamable HTTP endpoint is built from besides the runtime (`[server]`).
+pub struct HttpOptions {
+    /// `Host` names rmcp itself also checks (the router's guard checks them first).
+    pub allowed_hosts: Vec<String>,
+    /// Directories build_context's `project_root` may name (`server.project_roots`).
+    pub project_roots: crate::context::ProjectRoots,
+    /// Largest request body (`server.max_body_bytes`).
+    pub max_body_bytes: usize,
+    /// Most live sessions (`server.mcp_max_sessions`).
+    pub max_sessions: usize,
+    /// A session without requests for this long expires (`server.mcp_session_idle_timeout_ms`).
+    pub session_idle_timeout: Duration,
+    /// Kept equal to the number of live sessions, for the `mnemos_mcp_sessions` gauge.
+    pub live_sessions: Arc<AtomicUsize>,
+    /// Cancelled at shutdown: ends the open sessions and streams so the drain can finish.
+    pub shutdown: CancellationToken,
+}
+
+/// The `/mcp` endpoint: rmcp's streamable HTTP service over [`BoundedSessions`], behind
+/// [`admit_session`], which refuses a new session past `server.mcp_max_sessions` with
+/// 429 `rate_limited` (the contract's body) before rmcp reads it. Merge it into the
+/// main router.
+pub fn http_router(runtime: Runtime, options: HttpOptions) -> axum::Router {
+    let server = MnemosMcp::new(runtime, options.project_roots);
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts)
-        .with_max_request_body_bytes(max_body_bytes)
-        .with_cancellation_token(shutdown);
-    StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
+        .with_allowed_hosts(options.allowed_hosts)
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(options.shutdown);
+    let sessions = Arc::new(BoundedSessions::new(
+        options.max_sessions,
+        options.session_idle_timeout,
+        options.live_sessions,
+    ));
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            admit_session,
+        ))
+}
+
+tokio::task_local! {
+    /// The place [`admit_session`] reserved for the session the request it admitted is
+    /// about to create; [`BoundedSessions::create_session`] (called by rmcp within the
+    /// same request, on the same task) takes it. Handing it over this way makes the
+    /// bound exact under concurrent `initialize`s: a place is reserved before rmcp runs,
+    /// and it is released when the request made no session.
+    static ADMITTED: RefCell<Option<OwnedSemaphorePermit>>;
+}
+
+/// Admission to `/mcp`: a request that may open a session (a POST without
+/// `Mcp-Session-Id`) needs a free place, else it is refused with 429 `rate_limited`
+/// and nothing is created. Requests within a session pass untouched.
+pub async fn admit_session(
+    State(sessions): State<Arc<BoundedSessions>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let opens_session = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens_session {
+        return next.run(request).await;
+    }
+    let Ok(place) = sessions.places.clone().try_acquire_owned() else {
+        metrics::counter!("mnemos_mcp_sessions_refused_total").increment(1);
+        return crate::contract::errors::ApiError(MemoryError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "this server already holds its {} MCP sessions (server.mcp_max_sessions); end \
+                 an unused session (DELETE /mcp) or retry once one expires",
+                sessions.max_sessions
+            ),
+        ))
+        .into_response();
+    };
+    ADMITTED
+        .scope(RefCell::new(Some(place)), next.run(request))
+        .await
+}
+
+/// Why [`BoundedSessions`] could not serve a session call.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// Every place is taken (only reachable when a session is created without going
+    /// through [`admit_session`]).
+    #[error("the server holds its limit of MCP sessions (server.mcp_max_sessions)")]
+    Full,
+    /// rmcp's own session error (unknown session, a session that ended, ...).
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+/// rmcp's in-memory [`LocalSessionManager`] with a bound on live sessions: each session
+/// holds one of `server.mcp_max_sessions` places from creation until rmcp closes it
+/// (DELETE, idle expiry after `server.mcp_session_idle_timeout_ms`, shutdown). rmcp
+/// closes a session whose worker ended, which drops its entry here and in the inner map,
+/// so an expired session's memory is freed; [`Self::live`] is what is left.
+pub struct BoundedSessions {
+    /// The sessions themselves (rmcp's manager, with the idle timeout set).
+    inner: LocalSessionManager,
+    /// One permit per place; a session keeps its permit in `held` while it lives.
+    places: Arc<Semaphore>,
+    /// Places taken, by session id (removing one releases its place).
+    held: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
+    /// The bound, for messages.
+    max_sessions: usize,
+    /// Mirror of `held.len()`, read by `/metrics`.
+    live: Arc<AtomicUsize>,
+}
+
+impl BoundedSessions {
+    /// At most `max_sessions` live sessions, each expiring after `idle_timeout` without a request.
+    pub fn new(max_sessions: usize, idle_timeout: Duration, live: Arc<AtomicUsize>) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle_timeout);
+        live.store(0, Ordering::Relaxed);
+        Self {
+            inner,
+            places: Arc::new(Semaphore::new(max_sessions)),
+            held: Mutex::new(HashMap::new()),
+            max_sessions,
+            live,
+        }
+    }
+
+    /// Change `held` and publish its size.
+    fn update(&self, change: impl FnOnce(&mut HashMap<SessionId, OwnedSemaphorePermit>)) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        change(&mut held);
+        self.live.store(held.len(), Ordering::Relaxed);
+    }
+}
+
+impl SessionManager for BoundedSessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let place = ADMITTED
+            .try_with(|slot| slot.borrow_mut().take())
+            .ok()
+            .flatten()
+            .or_else(|| self.places.clone().try_acquire_owned().ok())
+            .ok_or(SessionsError::Full)?;
+        let (id, transport) = self.inner.create_session().await?;
+        self.update(|held| {
+            held.insert(id.clone(), place);
+        });
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let closed = self.inner.close_session(id).await;
+        self.update(|held| {
+            held.remove(id);
+        });
+        Ok(closed?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(
+            <LocalSessionManager as SessionManager>::create_stream(&self.inner, id, message)
+                .await?,
+        )
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(
+            <LocalSessionManager as SessionManager>::create_standalone_stream(&self.inner, id)
+                .await?,
+        )
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(<LocalSessionManager as SessionManager>::resume(&self.inner, id, last_event_id).await?)
+    }
 }
 
 /// Serve MCP over stdin/stdout until the client closes stdin or `shutdown` completes.

@@ -1,23 +1,23 @@
 //! The one place the HTTP router is composed: the REST routes (`crate::http`), the MCP
 //! endpoint `/mcp` (`crate::mcp`), the memory proxy's routes (`crate::proxy`),
 //! `/metrics` and `/openapi.json`, under the layers every route shares (request
-//! metrics, body limit, panic → 500 with the contract's body, tracing) and the
+//! metrics, the Host/Origin check, CORS when configured, the JSON-only body intake with
+//! its size and time limits, panic → 500 with the contract's body, tracing) and the
 //! contract's answers for an unknown route or method.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use mnemos_actors::error::{ErrorCode, MemoryError};
-use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi;
 
-use crate::contract::errors::ApiError;
+use crate::contract::errors::{ApiError, HttpRefusal, Refused};
+use crate::http::guard::{Guard, GuardSettings};
 use crate::proxy::Proxy;
 use crate::state::AppState;
 
@@ -27,39 +27,51 @@ pub struct RouterParts {
     pub state: AppState,
     /// The memory proxy (`/v1/chat/completions`, `/v1/models`).
     pub proxy: Proxy,
-    /// `Host` names `/mcp` accepts (`server.mcp_allowed_hosts`), against DNS rebinding.
-    pub mcp_allowed_hosts: Vec<String>,
-    /// Largest request body (`server.max_body_bytes`), for REST and `/mcp` alike.
-    pub max_body_bytes: usize,
-    /// Cancelled at shutdown so open MCP sessions and streams end and the drain can finish.
-    pub shutdown: CancellationToken,
+    /// What every request is checked against before routing: allowed hosts and origins,
+    /// the body's size and time limits (`crate::http::guard`).
+    pub guard: GuardSettings,
+    /// How `/mcp` is served: its session bound and idle expiry, and the shutdown token
+    /// that ends open sessions and streams so the drain can finish.
+    pub mcp: crate::mcp::HttpOptions,
 }
 
-/// The full router of the service.
+/// The full router of the service. Layers, outermost first: tracing, panic → 500,
+/// request metrics, the Host/Origin check, CORS (only with `server.allowed_origins`),
+/// the JSON-only body intake (size and time limits), the extractors' body limit.
 pub fn router(parts: RouterParts) -> Router {
     let runtime = parts.state.runtime.clone();
-    let mcp = crate::mcp::http_service(
-        runtime.clone(),
-        parts.mcp_allowed_hosts,
-        parts.state.project_roots.clone(),
-        parts.max_body_bytes,
-        parts.shutdown,
-    );
+    let cors = crate::http::guard::cors(&parts.guard.allowed_origins);
+    let max_body_bytes = parts.guard.max_body_bytes;
+    let guard = Guard::new(parts.guard);
+    let mcp = crate::mcp::http_router(runtime.clone(), parts.mcp);
     let rest = crate::http::routes()
         .route("/metrics", get(crate::http::handlers::metrics))
         .with_state(Arc::new(parts.state));
-    Router::new()
+    let router = Router::new()
         .merge(rest)
         .merge(crate::proxy::routes(parts.proxy, runtime))
         .route(
             "/openapi.json",
             get(|| async { axum::Json(crate::http::openapi::ApiDoc::openapi()) }),
         )
-        .nest_service("/mcp", mcp)
+        .merge(mcp)
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            guard.clone(),
+            crate::http::guard::intake,
+        ));
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::http::guard::check_host_and_origin,
+        ))
         .layer(axum::middleware::from_fn(record_metrics))
-        .layer(axum::extract::DefaultBodyLimit::max(parts.max_body_bytes))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))
@@ -92,14 +104,12 @@ async fn not_found_route() -> ApiError {
 }
 
 /// A known route asked with the wrong method: 405 with the contract's body.
-async fn method_not_allowed() -> Response {
-    let mut response = ApiError(MemoryError::invalid(
+async fn method_not_allowed() -> Refused {
+    Refused::new(
+        HttpRefusal::MethodNotAllowed,
         "method",
         "this route does not accept that HTTP method",
-    ))
-    .into_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
+    )
 }
 
 /// A handler panicked: 500 `internal` with the contract's body (the panic is logged).

@@ -2,6 +2,8 @@
 //! `app::Application`, handed to the routes by `router::router`. A neutral module so
 //! that neither the router nor the handlers own it.
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::Instant;
 
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -22,4 +24,7 @@ pub struct AppState {
     pub started: Instant,
     /// Directories build_context's `project_root` may name (`server.project_roots`).
     pub project_roots: ProjectRoots,
+    /// Live MCP sessions on `/mcp` (kept by the MCP surface), for `/metrics`'s
+    /// `mnemos_mcp_sessions`; a plain counter so the REST side needs nothing of MCP.
+    pub mcp_sessions: Arc<AtomicUsize>,
 }

@@ -39,6 +39,60 @@ pub fn mcp_error_code(code: ErrorCode) -> i32 {
     }
 }
 
+/// Refusals made by the HTTP layer before any contract operation runs, whose status the
+/// code table above has no row for. Each still answers with the contract's body, code
+/// `invalid_argument` (the request is what must change) and the field at fault; only
+/// the status differs, so a client can tell them apart without parsing the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpRefusal {
+    /// A known route asked with a method it does not serve (405).
+    MethodNotAllowed,
+    /// The body did not arrive within `server.body_timeout_ms` (408).
+    RequestTimeout,
+    /// A body that is not JSON (`application/json` or `application/*+json`) (415).
+    UnsupportedMediaType,
+}
+
+/// HTTP status of each refusal (the rest of the table: matched exhaustively, no `_`).
+pub fn refusal_status(refusal: HttpRefusal) -> StatusCode {
+    match refusal {
+        HttpRefusal::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        HttpRefusal::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+        HttpRefusal::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+    }
+}
+
+/// A refusal on its way out: the contract's body with the refusal's status.
+#[derive(Debug)]
+pub struct Refused {
+    /// Which refusal (decides the status).
+    pub refusal: HttpRefusal,
+    /// The field at fault (`method`, `body`, `content-type`).
+    pub field: &'static str,
+    /// What went wrong and what to change.
+    pub message: String,
+}
+
+impl Refused {
+    /// A refusal naming `field`, with a message saying what to change.
+    pub fn new(refusal: HttpRefusal, field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            refusal,
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: MemoryError::invalid(self.field, self.message).into(),
+        };
+        (refusal_status(self.refusal), Json(body)).into_response()
+    }
+}
+
 /// The error body: `{"error": {"code", "message", "field"}}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
@@ -102,5 +156,8 @@ mod tests {
         assert_eq!(http_status(ErrorCode::PayloadTooLarge), 413);
         assert_eq!(http_status(ErrorCode::BackendUnavailable), 503);
         assert_eq!(mcp_error_code(ErrorCode::InvalidArgument), -32602);
+        assert_eq!(refusal_status(HttpRefusal::MethodNotAllowed), 405);
+        assert_eq!(refusal_status(HttpRefusal::RequestTimeout), 408);
+        assert_eq!(refusal_status(HttpRefusal::UnsupportedMediaType), 415);
     }
 }

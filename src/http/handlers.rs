@@ -270,6 +270,11 @@ pub async fn health(State(state): Shared) -> Json<HealthView> {
 #[utoipa::path(get, path = "/metrics", responses((status = 200, body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): Shared) -> impl IntoResponse {
     let health = state.runtime.health().await;
+    metrics::gauge!("mnemos_mcp_sessions").set(
+        state
+            .mcp_sessions
+            .load(std::sync::atomic::Ordering::Relaxed) as f64,
+    );
     if let Some(index) = &health.index {
         metrics::gauge!("mnemos_vector_index_size").set(index.vectors as f64);
     }

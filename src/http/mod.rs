@@ -3,6 +3,7 @@
 //! Handlers only move path parameters and extracted bodies into `crate::contract` calls;
 //! the full router (with `/mcp`, the proxy and `/metrics`) is composed in `crate::router`.
 
+pub mod guard;
 pub mod handlers;
 pub mod kv;
 pub mod openapi;
@@ -24,8 +25,10 @@ use crate::contract::errors::ApiError;
 use crate::contract::parse::{from_json_slice, from_query};
 use crate::state::AppState;
 
-/// JSON body extractor that accepts any content type and maps every failure to the
-/// contract's error body, naming the field at fault.
+/// JSON body extractor that maps every failure to the contract's error body, naming the
+/// field at fault. It does not look at the content type: the router's intake
+/// (`guard::intake`) has already refused any body that is not JSON (415) and read it
+/// whole within the size and time limits.
 pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>

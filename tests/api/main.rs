@@ -8,6 +8,7 @@ mod errors;
 mod extraction;
 mod falkordb;
 mod faults;
+mod hardening;
 mod helpers;
 mod lifecycle;
 mod mcp;

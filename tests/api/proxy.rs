@@ -389,6 +389,7 @@ async fn upstream_errors_pass_through_and_mnemos_errors_are_typed() {
         .client
         .post(format!("{}/v1/chat/completions", app.address))
         .header("x-mnemos-agent-id", "pia")
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
@@ -398,6 +399,24 @@ async fn upstream_errors_pass_through_and_mnemos_errors_are_typed() {
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("body"),
+    )
+    .await;
+    // A body that is not declared JSON never reaches the upstream (a cross-site form
+    // cannot spend the upstream's tokens).
+    let form = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.address))
+        .header("x-mnemos-agent-id", "pia")
+        .header("content-type", "text/plain")
+        .body(json!({"model": "m", "messages": [user]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_error(
+        form,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_argument",
+        Some("content-type"),
     )
     .await;
     let bad_pct = chat(
