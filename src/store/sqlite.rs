@@ -108,7 +108,7 @@ impl Columns for SqliteRow {
 
 /// `statement` as a sqlx query, each argument in SQLite's column type.
 fn query(statement: &Statement<'_>) -> Query<'static, Sqlite, SqliteArguments> {
-    let query = sqlx::query(AssertSqlSafe(statement.text().clone()));
+    let query = sqlx::query(AssertSqlSafe(positional(statement.text())));
     statement.args().iter().fold(query, |query, arg| match arg {
         Arg::Text(value) => query.bind(*value),
         Arg::OptionalText(value) => query.bind(*value),
@@ -124,6 +124,43 @@ fn query(statement: &Statement<'_>) -> Query<'static, Sqlite, SqliteArguments> {
         // Never built for SQLite (its lists are expanded); as JSON text if it were.
         Arg::TextArray(values) => query.bind(serde_json::to_string(values).unwrap_or_default()),
     })
+}
+
+/// `text` with `$1, $2, …, $n` (each once, in order, outside string literals) written as
+/// anonymous `?`s, binding the same arguments: SQLite looks a numbered parameter up by
+/// name in a list, so binding the thousands of a multi-row insert by number costs
+/// O(n²), while anonymous ones bind in O(n). Any other use of numbers is left as it is.
+fn positional(text: &std::borrow::Cow<'static, str>) -> std::borrow::Cow<'static, str> {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut expected, mut in_literal, mut last) = (1u64, false, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' => in_literal = !in_literal,
+            b'$' if !in_literal && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                let end = (i + 1..bytes.len())
+                    .find(|&j| !bytes[j].is_ascii_digit())
+                    .unwrap_or(bytes.len());
+                if text[i + 1..end].parse::<u64>().ok() != Some(expected) {
+                    return text.clone();
+                }
+                expected += 1;
+                out.push_str(&text[last..i]);
+                out.push('?');
+                last = end;
+                i = end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if expected == 1 {
+        return text.clone();
+    }
+    out.push_str(&text[last..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Quote a term for an FTS5 query (doubling embedded quotes).
@@ -545,6 +582,34 @@ impl SqliteStore {
 // `src/store/conformance.rs`.
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_numbered_parameters_become_anonymous_ones() {
+        let shown = |t: &'static str| positional(&std::borrow::Cow::Borrowed(t)).into_owned();
+        assert_eq!(shown("SELECT 1"), "SELECT 1");
+        assert_eq!(
+            shown("INSERT INTO t VALUES ($1, $2), ($3, $4)"),
+            "INSERT INTO t VALUES (?, ?), (?, ?)"
+        );
+        assert_eq!(
+            shown("SELECT $2, $1"),
+            "SELECT $2, $1",
+            "out of order: kept"
+        );
+        assert_eq!(
+            shown("SELECT $1 WHERE x = $1"),
+            "SELECT $1 WHERE x = $1",
+            "reused: kept"
+        );
+        assert_eq!(
+            shown("SELECT '$1', $1, $2"),
+            "SELECT '$1', ?, ?",
+            "literals are not parameters"
+        );
+        assert_eq!(shown("SELECT $10"), "SELECT $10");
+    }
+
     #[test]
     fn fts5_averages_decode_sqlite_varints() {
         assert_eq!(fts5_averages(&[0x03, 0x0a]), Some((3, 10)));
@@ -556,7 +621,6 @@ mod tests {
         assert_eq!(fts5_averages(&[]), None);
     }
 
-    use super::*;
     use mnemos_actors::model::Association;
     use mnemos_actors::store::{GraphStore, ProjectedChange};
     use mnemos_actors::testing::memory_fixture;
