@@ -130,6 +130,8 @@ fn query(statement: &Statement<'_>) -> Query<'static, Sqlite, SqliteArguments> {
 /// anonymous `?`s, binding the same arguments: SQLite looks a numbered parameter up by
 /// name in a list, so binding the thousands of a multi-row insert by number costs
 /// O(n²), while anonymous ones bind in O(n). Any other use of numbers is left as it is.
+// The `Cow` itself is taken so that text with nothing to change is returned without a copy.
+#[allow(clippy::ptr_arg)]
 fn positional(text: &std::borrow::Cow<'static, str>) -> std::borrow::Cow<'static, str> {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
