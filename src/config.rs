@@ -154,6 +154,12 @@ pub struct EmbeddingSettings {
     pub model_dir: PathBuf,
     /// Builtin embedder dimension.
     pub builtin_dimension: usize,
+    /// Embedding jobs run at once (0: one per core).
+    pub concurrency: usize,
+    /// Most texts waiting or being embedded; a request beyond is 429 `rate_limited`.
+    pub max_queued_texts: usize,
+    /// Time an embedding may take per text on top of `supervisor.call_timeout_ms`.
+    pub ms_per_text: u64,
 }
 
 /// `[vectors]`.
@@ -628,6 +634,21 @@ impl Settings {
                 "embedding.builtin_dimension",
                 "must be between 8 and 4096",
             ));
+        }
+        if self.embedding.concurrency > 256 {
+            return Err(bad(
+                "embedding.concurrency",
+                "must be 0 (one per core) to 256",
+            ));
+        }
+        if !(1..=10_000_000).contains(&self.embedding.max_queued_texts) {
+            return Err(bad(
+                "embedding.max_queued_texts",
+                "must be between 1 and 10000000",
+            ));
+        }
+        if !(1..=600_000).contains(&self.embedding.ms_per_text) {
+            return Err(bad("embedding.ms_per_text", "must be between 1 and 600000"));
         }
         Ok(())
     }
@@ -1112,7 +1133,14 @@ impl Settings {
                 ..SleepSettings::default()
             },
             call_timeout: Duration::from_millis(self.supervisor.call_timeout_ms),
-            embedding: Default::default(),
+            embedding: mnemos_actors::runtime::EmbedSettings {
+                concurrency: match self.embedding.concurrency {
+                    0 => mnemos_actors::runtime::EmbedSettings::default().concurrency,
+                    n => n,
+                },
+                max_queued_texts: self.embedding.max_queued_texts,
+                time_per_text: Duration::from_millis(self.embedding.ms_per_text),
+            },
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
             default_importance: self.memory.default_importance,
@@ -1186,6 +1214,14 @@ mod tests {
             (
                 "recall.question_cache",
                 Box::new(|s| s.recall.question_cache = 1_000_000),
+            ),
+            (
+                "embedding.max_queued_texts",
+                Box::new(|s| s.embedding.max_queued_texts = 0),
+            ),
+            (
+                "embedding.ms_per_text",
+                Box::new(|s| s.embedding.ms_per_text = 0),
             ),
             (
                 "archival.timezone",
