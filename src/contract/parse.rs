@@ -47,11 +47,25 @@ fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> MemoryErr
 
 /// Parse a query string into a wire request; the error names the parameter at fault.
 pub fn from_query<T: DeserializeOwned>(query: &str) -> MemoryResult<T> {
-    serde_urlencoded::from_str(query).map_err(|error| {
-        let message = error.to_string();
-        let field = message.split('`').nth(1).unwrap_or("query").to_string();
+    let pairs = form_urlencoded_pairs(query);
+    let deserializer = serde_urlencoded::Deserializer::new(pairs);
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let message = error.inner().to_string();
+        // The parameter at fault: its path when serde knows it, else the one a message
+        // quotes (`unknown field `x``), else the query as a whole.
+        let path = error.path().to_string();
+        let field = if path != "." && !path.is_empty() {
+            path
+        } else {
+            message.split('`').nth(1).unwrap_or("query").to_string()
+        };
         MemoryError::invalid(field, format!("bad query string: {message}"))
     })
+}
+
+/// The `key=value` pairs of a query string, percent-decoded.
+fn form_urlencoded_pairs(query: &str) -> form_urlencoded::Parse<'_> {
+    form_urlencoded::parse(query.as_bytes())
 }
 
 /// Parse an agent id field (`agent_id`).

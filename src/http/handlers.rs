@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use mnemos_actors::error::MemoryError;
 use mnemos_actors::supervisor::ChildKind;
 
+use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::{ApiError, ErrorBody};
 use crate::contract::health::HealthView;

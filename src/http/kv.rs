@@ -1,11 +1,12 @@
 //! REST handlers of `/v1/namespaces/...` (KV namespaces): they move path parameters into
 //! the bodies of `crate::contract::kv` and answer with its result.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 
 use super::handlers::{ApiResult, Shared};
+use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::ErrorBody;
 use crate::contract::kv::{

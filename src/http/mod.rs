@@ -81,6 +81,43 @@ where
     }
 }
 
+/// Path-parameter extractor with the contract's error body: a parameter that is not
+/// valid UTF-8 (`/v1/memories/%FF`) is `invalid_argument` naming it, not axum's
+/// plain-text 400.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        use axum::extract::path::ErrorKind;
+        use axum::extract::rejection::PathRejection;
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(PathRejection::FailedToDeserializePathParams(error)) => {
+                let field = match error.kind() {
+                    ErrorKind::InvalidUtf8InPathParam { key }
+                    | ErrorKind::ParseErrorAtKey { key, .. }
+                    | ErrorKind::DeserializeError { key, .. } => key.clone(),
+                    _ => "path".to_string(),
+                };
+                Err(ApiError(MemoryError::invalid(
+                    field,
+                    format!("bad path parameter: {}", error.body_text()),
+                )))
+            }
+            Err(other) => Err(ApiError(MemoryError::invalid(
+                "path",
+                format!("bad path: {}", other.body_text()),
+            ))),
+        }
+    }
+}
+
 /// The REST routes of the contract (tools, resources, sessions, projects, KV, admin,
 /// `/health`), over the shared [`AppState`].
 pub fn routes() -> Router<Arc<AppState>> {

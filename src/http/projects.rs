@@ -1,10 +1,10 @@
 //! REST handlers of `/v1/projects/...`: they move path parameters into the bodies of
 //! `crate::contract::projects` and answer with its result.
 
-use axum::extract::Path;
 use axum::Json;
 
 use super::handlers::{ApiResult, Shared};
+use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::ErrorBody;
 use crate::contract::parse::required;

@@ -1,11 +1,12 @@
 //! REST handlers of the session routes: `POST`/`GET /v1/sessions/{id}/messages` and
 //! `POST /v1/sessions/{id}/compact`, over `crate::contract::sessions`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 
 use super::handlers::{ApiResult, Shared};
+use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::ErrorBody;
 use crate::contract::sessions::{

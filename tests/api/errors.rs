@@ -372,3 +372,32 @@ async fn limits_answer_payload_too_large() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_path_parameter_that_is_not_utf8_gets_the_contract_error() {
+    let app = spawn_app().await;
+    for (path, field) in [
+        ("/v1/memories/%FF", "id"),
+        ("/v1/memories/%FF/history", "id"),
+        ("/v1/sessions/%FF/messages?agent_id=a", "id"),
+        ("/v1/namespaces/%FF/entries/k", "namespace"),
+        ("/v1/namespaces/plan/entries/%FF", "key"),
+    ] {
+        assert_error(
+            app.get(path).await,
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            Some(field),
+        )
+        .await;
+    }
+    // A query parameter of the wrong type is named too.
+    assert_error(
+        app.get("/v1/memories?agent_id=a&limit=abc").await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("limit"),
+    )
+    .await;
+    app.stop().await;
+}
