@@ -17,10 +17,40 @@ use crate::model::{validate_identifier, AgentId};
 pub struct NamespaceName(String);
 
 impl NamespaceName {
-    /// Validate and wrap a namespace name; the error names the `namespace` field.
+    /// Validate and wrap a namespace name as a client names it; the error names the
+    /// `namespace` field.
     pub fn parse(raw: &str) -> MemoryResult<Self> {
         validate_identifier("namespace", raw)?;
         Ok(Self(raw.to_string()))
+    }
+    /// The namespace `local` of `tenant` as stored (`tenant/local`; `local` in the
+    /// default tenant): KV namespaces are shared by the nodes of one tenant only.
+    pub fn qualified(tenant: Option<&crate::model::TenantId>, local: &NamespaceName) -> Self {
+        match tenant {
+            Some(tenant) => Self(format!(
+                "{tenant}{}{}",
+                crate::model::TENANT_SEPARATOR,
+                local.0
+            )),
+            None => local.clone(),
+        }
+    }
+    /// A namespace name as stored: `local` or `tenant/local`, each part validated.
+    pub fn stored(raw: &str) -> MemoryResult<Self> {
+        match raw.split_once(crate::model::TENANT_SEPARATOR) {
+            Some((tenant, local)) => {
+                validate_identifier("tenant", tenant)?;
+                validate_identifier("namespace", local)?;
+            }
+            None => validate_identifier("namespace", raw)?,
+        }
+        Ok(Self(raw.to_string()))
+    }
+    /// The name within its tenant, as clients name it.
+    pub fn local(&self) -> &str {
+        self.0
+            .split_once(crate::model::TENANT_SEPARATOR)
+            .map_or(self.0.as_str(), |(_, local)| local)
     }
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {

@@ -35,14 +35,79 @@ impl fmt::Display for MemoryId {
 pub struct AgentId(String);
 
 impl AgentId {
-    /// Validate and wrap an agent id; the error names the `agent_id` field.
+    /// Validate and wrap an agent id as a client names it; the error names the
+    /// `agent_id` field. A client's id never holds [`TENANT_SEPARATOR`].
     pub fn parse(raw: &str) -> MemoryResult<Self> {
         validate_identifier("agent_id", raw)?;
+        Ok(Self(raw.to_string()))
+    }
+    /// The agent `local` of `tenant` as the runtime and the stores know it:
+    /// `tenant/local`, or `local` itself in the default tenant (None).
+    pub fn qualified(tenant: Option<&TenantId>, local: &AgentId) -> Self {
+        match tenant {
+            Some(tenant) => Self(format!("{tenant}{TENANT_SEPARATOR}{}", local.0)),
+            None => local.clone(),
+        }
+    }
+    /// An agent id as stored: `local` or `tenant/local`, each part validated.
+    pub fn stored(raw: &str) -> MemoryResult<Self> {
+        match raw.split_once(TENANT_SEPARATOR) {
+            Some((tenant, local)) => {
+                validate_identifier("tenant", tenant)?;
+                validate_identifier("agent_id", local)?;
+            }
+            None => validate_identifier("agent_id", raw)?,
+        }
+        Ok(Self(raw.to_string()))
+    }
+    /// The tenant the agent belongs to (None: the default tenant).
+    pub fn tenant(&self) -> Option<&str> {
+        self.0
+            .split_once(TENANT_SEPARATOR)
+            .map(|(tenant, _)| tenant)
+    }
+    /// The agent's id within its tenant, as its clients name it.
+    pub fn local(&self) -> &str {
+        self.0
+            .split_once(TENANT_SEPARATOR)
+            .map_or(self.0.as_str(), |(_, local)| local)
+    }
+    /// True when both agents belong to one tenant (the shared pool is per tenant).
+    pub fn same_tenant(&self, other: &AgentId) -> bool {
+        self.tenant() == other.tenant()
+    }
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Separates a tenant from an agent in the runtime's agent ids (`acme/alice`). It is
+/// not in the alphabet of the ids clients send, so no client can name another
+/// tenant's agent, and the default tenant's ids are the ids clients send.
+pub const TENANT_SEPARATOR: char = '/';
+
+/// Validated tenant identifier (same alphabet as agent ids): a partition of agents,
+/// projects, the shared pool, KV namespaces and sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TenantId(String);
+
+impl TenantId {
+    /// Validate and wrap a tenant id; the error names the `tenant` field.
+    pub fn parse(raw: &str) -> MemoryResult<Self> {
+        validate_identifier("tenant", raw)?;
         Ok(Self(raw.to_string()))
     }
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -476,6 +541,25 @@ pub struct ConsolidationRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenant_qualifies_its_agents_and_clients_cannot_forge_it() {
+        let acme = TenantId::parse("acme").unwrap();
+        let alice = AgentId::parse("alice").unwrap();
+        let theirs = AgentId::qualified(Some(&acme), &alice);
+        assert_eq!(theirs.as_str(), "acme/alice");
+        assert_eq!((theirs.tenant(), theirs.local()), (Some("acme"), "alice"));
+        assert_eq!(AgentId::qualified(None, &alice), alice);
+        assert_eq!(alice.tenant(), None);
+        assert!(!theirs.same_tenant(&alice));
+        assert!(
+            AgentId::parse("acme/alice").is_err(),
+            "clients send local ids only"
+        );
+        assert_eq!(AgentId::stored("acme/alice").unwrap(), theirs);
+        assert!(AgentId::stored("acme/al/ice").is_err());
+        assert!(AgentId::stored("/alice").is_err());
+    }
 
     #[test]
     fn agent_ids_are_validated() {

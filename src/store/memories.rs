@@ -263,7 +263,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
         let rows = self.rows(&Statement::new(sql::AGENTS, [])).await?;
         rows.iter()
-            .map(|row| AgentId::parse(&row.text("agent_id")?))
+            .map(|row| AgentId::stored(&row.text("agent_id")?))
             .collect()
     }
 

@@ -131,7 +131,7 @@ impl<D: Dialect> ProjectStore for SqlStore<D> {
         for chunk in projects.chunks(400) {
             for row in self.rows(&sql::isolated_projects(chunk)).await? {
                 found.push((
-                    AgentId::parse(&row.text("agent_id")?)?,
+                    AgentId::stored(&row.text("agent_id")?)?,
                     ProjectId::parse(&row.text("project_id")?)?,
                 ));
             }

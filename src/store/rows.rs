@@ -84,7 +84,7 @@ pub fn memory(row: &impl Columns) -> MemoryResult<Memory> {
     };
     Ok(Memory {
         id: MemoryId(row.text("id")?),
-        agent_id: AgentId::parse(&row.text("agent_id")?)?,
+        agent_id: AgentId::stored(&row.text("agent_id")?)?,
         memory_type: MemoryType::parse("type", &row.text("memory_type")?)?,
         content: row.text("content")?,
         title: row.optional_text("title")?,
@@ -135,7 +135,7 @@ pub fn version(row: &impl Columns) -> MemoryResult<MemoryVersion> {
 pub fn embedding_record(row: &impl Columns) -> MemoryResult<EmbeddingRecord> {
     Ok(EmbeddingRecord {
         id: MemoryId(row.text("id")?),
-        agent_id: AgentId::parse(&row.text("agent_id")?)?,
+        agent_id: AgentId::stored(&row.text("agent_id")?)?,
         memory_type: MemoryType::parse("type", &row.text("memory_type")?)?,
         shared: row.flag("shared")?,
         vector: row.vector("vector")?,
@@ -149,7 +149,7 @@ pub fn run(row: &impl Columns) -> MemoryResult<ConsolidationRun> {
         agent_id: row
             .optional_text("agent_id")?
             .as_deref()
-            .map(AgentId::parse)
+            .map(AgentId::stored)
             .transpose()?,
         trigger: row.text("trigger")?,
         started_at: row.time("started_at")?,
@@ -166,7 +166,7 @@ pub fn run(row: &impl Columns) -> MemoryResult<ConsolidationRun> {
 /// An idle session found by `sql::idle_sessions`.
 pub fn idle_session(row: &impl Columns) -> MemoryResult<IdleSession> {
     Ok(IdleSession {
-        agent_id: AgentId::parse(&row.text("agent_id")?)?,
+        agent_id: AgentId::stored(&row.text("agent_id")?)?,
         session_id: SessionId::parse(&row.text("session_id")?)?,
         first_at: row.time("first_at")?,
         last_at: row.time("last_at")?,
@@ -208,7 +208,7 @@ pub fn session_message(row: &impl Columns) -> MemoryResult<SessionMessage> {
 /// An `associations` row.
 pub fn association(row: &impl Columns) -> MemoryResult<Association> {
     Ok(Association {
-        agent_id: AgentId::parse(&row.text("agent_id")?)?,
+        agent_id: AgentId::stored(&row.text("agent_id")?)?,
         from_id: MemoryId(row.text("from_id")?),
         to_id: MemoryId(row.text("to_id")?),
         relation: row.text("relation")?,
@@ -221,7 +221,7 @@ pub fn association(row: &impl Columns) -> MemoryResult<Association> {
 pub fn outbox_entry(row: &impl Columns) -> MemoryResult<OutboxEntry> {
     let entity = row.text("entity")?;
     let op = row.text("op")?;
-    let agent_id = AgentId::parse(&row.text("agent_id")?)?;
+    let agent_id = AgentId::stored(&row.text("agent_id")?)?;
     let payload = row.json("payload")?.unwrap_or(serde_json::Value::Null);
     let id = |column: &str| -> MemoryResult<MemoryId> {
         Ok(MemoryId(row.optional_text(column)?.unwrap_or_default()))
@@ -270,7 +270,7 @@ pub fn outbox_entry(row: &impl Columns) -> MemoryResult<OutboxEntry> {
 /// A `projects` row.
 pub fn project(row: &impl Columns) -> MemoryResult<Project> {
     Ok(Project {
-        agent_id: AgentId::parse(&row.text("agent_id")?)?,
+        agent_id: AgentId::stored(&row.text("agent_id")?)?,
         project_id: ProjectId::parse(&row.text("project_id")?)?,
         name: row.text("name")?,
         isolated: row.flag("isolated")?,
@@ -282,13 +282,13 @@ pub fn project(row: &impl Columns) -> MemoryResult<Project> {
 /// A `kv_entries` row.
 pub fn kv_entry(row: &impl Columns) -> MemoryResult<KvEntry> {
     Ok(KvEntry {
-        namespace: NamespaceName::parse(&row.text("namespace")?)?,
+        namespace: NamespaceName::stored(&row.text("namespace")?)?,
         key: row.text("key")?,
         value: row
             .json("value")?
             .map_err(|e| corrupt_json("KV value", e))?,
         tags: row.tags("tags")?.map_err(|e| corrupt_json("KV tags", e))?,
-        written_by: AgentId::parse(&row.text("written_by")?)?,
+        written_by: AgentId::stored(&row.text("written_by")?)?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
         expires_at: row.optional_time("expires_at")?,

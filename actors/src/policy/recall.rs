@@ -155,8 +155,12 @@ impl Audience<'_> {
                 .project_id
                 .as_ref()
                 .is_some_and(|p| isolated.contains(&(memory.agent_id.clone(), p.clone())));
+        // The shared pool is per tenant: another tenant's shared memory is never seen.
         let visible = !walled_off
-            && (memory.agent_id == *self.agent || (self.include_shared && memory.shared));
+            && (memory.agent_id == *self.agent
+                || (self.include_shared
+                    && memory.shared
+                    && memory.agent_id.same_tenant(self.agent)));
         let wanted = memory.status == MemoryStatus::Active
             && (self.types.is_empty() || self.types.contains(&memory.memory_type))
             && (self.tags.is_empty() || memory.tags.iter().any(|t| self.tags.contains(t)))
@@ -356,6 +360,14 @@ mod tests {
             ..outside
         };
         assert!(!bobs.admits(&secret, &HashSet::new()), "not shared");
+        let acme = crate::model::TenantId::parse("acme").unwrap();
+        let mut foreign = memory_fixture("bob", "shared elsewhere", chrono::Utc::now());
+        foreign.agent_id = AgentId::qualified(Some(&acme), &bob);
+        foreign.shared = true;
+        assert!(
+            !outside.admits(&foreign, &isolated),
+            "another tenant's shared pool is not this one's"
+        );
         let mut archived = memory_fixture("alice", "gone", chrono::Utc::now());
         archived.status = MemoryStatus::Archived;
         assert!(!outside.admits(&archived, &isolated));
