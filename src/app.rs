@@ -20,9 +20,11 @@ use mnemos_actors::store::Projection;
 use mnemos_actors::Runtime;
 use tokio::net::TcpListener;
 
+use crate::auth::keys::Authenticator;
 use crate::config::Settings;
 use crate::data_dir::DataDirLock;
 use crate::http::guard::GuardSettings;
+use crate::http::identity::Gate;
 use crate::router::RouterParts;
 use crate::state::AppState;
 use crate::store::SystemOfRecord;
@@ -177,6 +179,9 @@ impl Application {
     /// Open the services and bind `server.bind`.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let started = Instant::now();
+        // Whoever built these settings (a file, the environment, a test, a library
+        // user), nothing starts on settings that do not hold together.
+        settings.validate().map_err(|e| anyhow::anyhow!(e.0))?;
         let services = Services::open(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .await
@@ -220,6 +225,18 @@ impl Application {
             );
         }
         let mcp_sessions = Arc::new(AtomicUsize::new(0));
+        let auth = &self.settings.auth;
+        let keys = self.services.record.keys();
+        let authenticator = auth
+            .keys()
+            .then(|| Arc::new(Authenticator::new(keys.clone(), auth.rate_limits())));
+        if !auth.keys() && auth.allow_unauthenticated_network {
+            tracing::warn!(
+                bind = %server.bind,
+                "auth.allow_unauthenticated_network is set: this server takes requests without API keys \
+                 from anyone who can reach it; only run it so behind a proxy that authenticates"
+            );
+        }
         let state = AppState {
             runtime: self.services.runtime.clone(),
             fault_injection: server.fault_injection,
@@ -227,6 +244,9 @@ impl Application {
             started: Instant::now(),
             project_roots: crate::context::ProjectRoots::new(server.project_roots.clone()),
             mcp_sessions: mcp_sessions.clone(),
+            keys: keys.clone(),
+            authenticator: authenticator.clone(),
+            public_metrics: auth.public_metrics,
         };
         let allowed_hosts = server.host_allow_list().to_vec();
         let end_mcp_sessions = tokio_util::sync::CancellationToken::new();
@@ -246,6 +266,11 @@ impl Application {
                 session_idle_timeout: Duration::from_millis(server.mcp_session_idle_timeout_ms),
                 live_sessions: mcp_sessions,
                 shutdown: end_mcp_sessions.clone(),
+            },
+            identity: Gate {
+                authenticator,
+                audit: keys,
+                public_metrics: auth.public_metrics,
             },
             state,
         });

@@ -1,6 +1,7 @@
 //! `mnemos bench`: synthetic load through the runtime (no HTTP), reporting batch and
 //! single remember throughput, recall latency percentiles, ready time after a restart
-//! with the data in place, and peak RSS.
+//! with the data in place, and peak RSS; then the cost of API keys over HTTP, keys on
+//! and off side by side.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -83,6 +84,28 @@ pub struct BenchReport {
     pub projection_lag_p95_ms: Option<f64>,
     /// Time for the projections to apply everything after the batch load, seconds.
     pub projection_drain_seconds: Option<f64>,
+    /// The cost of API keys, measured over HTTP on two servers side by side.
+    pub auth: AuthFigures,
+}
+
+/// Recall and remember over HTTP with `auth.mode = "keys"` and `"none"`, requests
+/// interleaved one by one so both see the same machine; and the identity check alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuthFigures {
+    /// Requests per phase and mode.
+    pub requests: usize,
+    /// Recall p50 with keys, ms.
+    pub recall_p50_ms_keys: f64,
+    /// Recall p50 without keys, ms.
+    pub recall_p50_ms_none: f64,
+    /// Remember p50 with keys, ms.
+    pub remember_p50_ms_keys: f64,
+    /// Remember p50 without keys, ms.
+    pub remember_p50_ms_none: f64,
+    /// `Authenticator::authenticate` of a verified (cached) key, p50, µs.
+    pub authenticate_p50_us: f64,
+    /// The same, p99, µs.
+    pub authenticate_p99_us: f64,
 }
 
 /// Deterministic xorshift generator (the benchmark must be repeatable).
@@ -209,6 +232,19 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
     );
     println!("| peak RSS | {:.0} MiB |", report.peak_rss_mib);
     println!("| backends | {} |", report.backends);
+    let auth = &report.auth;
+    println!(
+        "| recall p50 over HTTP, keys / no keys | {:.2} / {:.2} ms |",
+        auth.recall_p50_ms_keys, auth.recall_p50_ms_none
+    );
+    println!(
+        "| remember p50 over HTTP, keys / no keys | {:.2} / {:.2} ms |",
+        auth.remember_p50_ms_keys, auth.remember_p50_ms_none
+    );
+    println!(
+        "| key check (cached) p50 / p99 | {:.1} / {:.1} µs |",
+        auth.authenticate_p50_us, auth.authenticate_p99_us
+    );
     if let (Some(lag), Some(drain)) = (
         report.projection_lag_p95_ms,
         report.projection_drain_seconds,
@@ -306,6 +342,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     let embedder = services.embedder_model().await;
     services.close().await?;
     let restart = restart_and_sleep(settings, args).await?;
+    let auth = auth_overhead(settings, args.queries.min(1000)).await?;
 
     single.lag_samples.sort_by(f64::total_cmp);
     single.latencies.sort_by(f64::total_cmp);
@@ -333,6 +370,131 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         ),
         projection_lag_p95_ms: has_projections.then(|| percentile(&single.lag_samples, 95.0)),
         projection_drain_seconds,
+        auth,
+    })
+}
+
+/// Two servers on fresh data directories beside the benchmark's, one with keys, one
+/// without; the same requests to each, interleaved.
+async fn auth_overhead(settings: &Settings, requests: usize) -> anyhow::Result<AuthFigures> {
+    use crate::auth::keys::{generate, hash_secret, ApiKey, Authenticator};
+    let root = settings.data_dir.join("auth-bench");
+    let mut servers = Vec::new();
+    let mut secret = None;
+    for mode in ["keys", "none"] {
+        let mut s = settings.clone();
+        s.data_dir = root.join(mode);
+        s.server.bind = "127.0.0.1:0".into();
+        s.auth.mode = mode.into();
+        s.auth.requests_per_window = 0;
+        s.auth.writes_per_window = 0;
+        // On the embedded backends: what is measured is the identity layer, not a server.
+        s.storage.backend = "sqlite".into();
+        s.storage.path = String::new();
+        s.graph.backend = "sql".into();
+        s.vectors.backend = "embedded".into();
+        s.working.backend = "memory".into();
+        std::fs::create_dir_all(&s.data_dir)?;
+        if mode == "keys" {
+            let record = crate::store::SystemOfRecord::open(&s)
+                .await
+                .map_err(failed)?;
+            let (id, raw, shown) = generate();
+            record
+                .keys()
+                .create_key(&ApiKey {
+                    id,
+                    name: "bench".into(),
+                    tenant: mnemos_actors::model::TenantId::parse("bench").map_err(failed)?,
+                    agent: Some(AgentId::parse("bencher").map_err(failed)?),
+                    scopes: vec![crate::auth::Scope::Read, crate::auth::Scope::Write],
+                    secret_hash: hash_secret(&raw),
+                    created_at: chrono::Utc::now(),
+                    last_used_at: None,
+                    expires_at: None,
+                    revoked_at: None,
+                })
+                .await
+                .map_err(failed)?;
+            // The identity check alone, on a cached key.
+            let authenticator = Authenticator::new(record.keys(), s.auth.rate_limits());
+            let header = format!("Bearer {shown}");
+            let mut micros = Vec::with_capacity(10_000);
+            for _ in 0..10_000 {
+                let started = Instant::now();
+                authenticator
+                    .authenticate(
+                        Some(&header),
+                        crate::auth::Surface::Rest,
+                        chrono::Utc::now(),
+                    )
+                    .await
+                    .map_err(failed)?;
+                micros.push(started.elapsed().as_secs_f64() * 1e6);
+            }
+            micros.sort_by(f64::total_cmp);
+            secret = Some((shown, micros));
+            record.close().await;
+        }
+        let app = crate::app::Application::build(s).await?;
+        let address = format!("http://{}", app.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(app.run_until(async move {
+            let _ = rx.await;
+        }));
+        servers.push((address, tx, task));
+    }
+    let (shown, micros) = secret.expect("the keys server was set up");
+    let client = reqwest::Client::new();
+    let mut text = TextGenerator::new(7);
+    let mut latencies: [Vec<f64>; 4] = Default::default();
+    for phase in ["remember", "recall"] {
+        for n in 0..requests {
+            for (which, (address, _, _)) in servers.iter().enumerate() {
+                let content = text.sentence(6, 14);
+                let (path, body) = match phase {
+                    "remember" => (
+                        "/tools/remember",
+                        serde_json::json!({"agent_id": "bencher", "content": content}),
+                    ),
+                    _ => (
+                        "/tools/recall",
+                        serde_json::json!({"agent_id": "bencher", "query": content, "limit": 5}),
+                    ),
+                };
+                let mut request = client.post(format!("{address}{path}")).json(&body);
+                if which == 0 {
+                    request = request.bearer_auth(&shown);
+                }
+                let started = Instant::now();
+                let response = request.send().await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "{phase} {n} answered {}",
+                    response.status()
+                );
+                let _ = response.bytes().await?;
+                let slot = usize::from(phase == "recall") * 2 + which;
+                latencies[slot].push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    for (_, tx, task) in servers {
+        let _ = tx.send(());
+        task.await??;
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    for l in latencies.iter_mut() {
+        l.sort_by(f64::total_cmp);
+    }
+    Ok(AuthFigures {
+        requests,
+        remember_p50_ms_keys: percentile(&latencies[0], 50.0),
+        remember_p50_ms_none: percentile(&latencies[1], 50.0),
+        recall_p50_ms_keys: percentile(&latencies[2], 50.0),
+        recall_p50_ms_none: percentile(&latencies[3], 50.0),
+        authenticate_p50_us: percentile(&micros, 50.0),
+        authenticate_p99_us: percentile(&micros, 99.0),
     })
 }
 

@@ -27,6 +27,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// HTTP server.
     pub server: ServerSettings,
+    /// Who may call the server.
+    pub auth: AuthSettings,
     /// System of record.
     pub storage: StorageSettings,
     /// Embedding model.
@@ -59,6 +61,8 @@ pub struct Settings {
     pub sessions: SessionsConfig,
     /// The OpenAI-compatible memory proxy.
     pub proxy: ProxySettings,
+    /// Prompt-injection and secret screening of writes: the runtime's own settings.
+    pub screening: mnemos_actors::policy::screening::ScreeningConfig,
     /// Sleep-cycle schedule.
     pub cognition: CognitionConfig,
     /// Archival schedule.
@@ -69,6 +73,45 @@ pub struct Settings {
     pub supervisor: SupervisorSettings,
     /// Logging.
     pub log: LogSettings,
+}
+
+/// `[auth]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// `none` (no keys; only on a loopback address) or `keys` (every request carries
+    /// `Authorization: Bearer <key>`).
+    pub mode: String,
+    /// Start without keys on a non-loopback address anyway (logged loudly at start).
+    pub allow_unauthenticated_network: bool,
+    /// Serve `/metrics` and the detail of `/health` without an admin key.
+    pub public_metrics: bool,
+    /// Length of the rate window, in seconds.
+    pub rate_window_seconds: u64,
+    /// Requests per key per window (0: unlimited).
+    pub requests_per_window: u32,
+    /// Memories written per key per window (0: unlimited).
+    pub writes_per_window: u32,
+    /// Memories `extract_turn`, session messages and the proxy write per key and session
+    /// per hour (0: unlimited).
+    pub session_writes_per_hour: u32,
+}
+
+impl AuthSettings {
+    /// True when requests must carry a key.
+    pub fn keys(&self) -> bool {
+        self.mode == "keys"
+    }
+
+    /// The limits every key is held to.
+    pub fn rate_limits(&self) -> crate::auth::limits::RateLimits {
+        crate::auth::limits::RateLimits {
+            window: std::time::Duration::from_secs(self.rate_window_seconds),
+            requests: self.requests_per_window,
+            writes: self.writes_per_window,
+            session_writes: self.session_writes_per_hour,
+        }
+    }
 }
 
 /// `[server]`.
@@ -486,6 +529,7 @@ impl Settings {
     /// found is the error, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_server()?;
+        self.validate_auth()?;
         self.validate_storage()?;
         self.validate_embedding()?;
         self.validate_vectors()?;
@@ -501,6 +545,45 @@ impl Settings {
         self.validate_inner_thought()?;
         self.validate_supervisor()?;
         self.validate_log()?;
+        Ok(())
+    }
+
+    /// `[auth]`: a known mode, and keys whenever the server listens beyond loopback
+    /// (unless the operator opted out, which start-up logs as a warning).
+    fn validate_auth(&self) -> Result<(), ConfigError> {
+        match self.auth.mode.as_str() {
+            "none" | "keys" => {}
+            other => {
+                return Err(bad(
+                    "auth.mode",
+                    format!("unknown mode {other:?}; use \"none\" or \"keys\""),
+                ))
+            }
+        }
+        if self.auth.rate_window_seconds == 0 || self.auth.rate_window_seconds > 86_400 {
+            return Err(bad(
+                "auth.rate_window_seconds",
+                "the rate window is 1 to 86400 seconds",
+            ));
+        }
+        let loopback = self
+            .server
+            .bind
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback());
+        if !loopback && !self.auth.keys() && !self.auth.allow_unauthenticated_network {
+            return Err(bad(
+                "auth.mode",
+                format!(
+                    "the server would listen on {} without API keys: anyone who reaches it \
+                     could read and change every memory. Set auth.mode = \"keys\" (create a \
+                     key with `mnemos keys create`), bind a loopback address, or set \
+                     auth.allow_unauthenticated_network = true if a trusted proxy in front \
+                     authenticates",
+                    self.server.bind
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -1156,6 +1239,7 @@ impl Settings {
                 Duration::from_millis(self.projector.retry_max_ms),
             ),
             kv: self.namespaces,
+            screening: self.screening,
             sessions: mnemos_actors::policy::session::SessionSettings {
                 window: self.sessions.window,
                 ttl: chrono::Duration::seconds(

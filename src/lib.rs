@@ -7,6 +7,7 @@
 //! `src/main.rs`), and the benchmark and evaluation harnesses.
 
 pub mod app;
+pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod context;

@@ -7,12 +7,15 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use mnemos::app::{shutdown_signal, Application, Services};
+use mnemos::auth::{Caller, Surface};
 use mnemos::config::Settings;
+use mnemos::contract::keys::{AdminListParams, CreateKeyBody, CreatedKeyResponse, KeysResponse};
 use mnemos::contract::wire::{
     AgentBody, ForgetBody, ForgetResponse, HistoryBody, HistoryResponse, ListParams, ListResponse,
     MemoryView, RecallBody, RecallResponse, RememberBody, RememberResponse, RunView,
 };
 use mnemos::contract::{memories, tools};
+use mnemos_actors::model::TenantId;
 use mnemos_actors::Runtime;
 use serde::Serialize;
 
@@ -36,6 +39,9 @@ struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Act in this tenant (the CLI is its operator); default: the tenant `default`.
+    #[arg(long = "as-tenant", global = true)]
+    as_tenant: Option<String>,
     // What to do.
     #[command(subcommand)]
     command: Command,
@@ -149,12 +155,68 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Erase an agent (or with --tenant and no --agent, every agent of a tenant) from
+    /// every store; prints what each store removed. Stop the server first (it holds the
+    /// data directory), or use DELETE /v1/agents/{agent} on it.
+    Erase {
+        /// The agent to erase.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Erase every agent of this tenant and revoke its keys.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Manage API keys (they work while a server runs on the same store).
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+    /// The audit log: key changes, erasures, admin actions, authorization failures.
+    Audit {
+        /// Most entries.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Load synthetic memories and measure throughput, latency, restart time and memory.
     Bench(mnemos::bench::BenchArgs),
     /// Evaluate retrieval quality on a benchmark.
     Eval {
         #[command(subcommand)]
         suite: EvalSuite,
+    },
+}
+
+// What `mnemos keys` does.
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Create a key and print it (the only time it is shown).
+    Create {
+        /// The tenant it acts in.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// The one agent it acts as, or '*' for every agent of the tenant.
+        #[arg(long)]
+        agent: String,
+        /// What it may do: read, write, admin (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "read,write")]
+        scope: Vec<String>,
+        /// What it is for.
+        #[arg(long)]
+        name: Option<String>,
+        /// Days until it stops working (default: never).
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+    },
+    /// List keys (never their secrets).
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revoke a key by id: it stops working within seconds.
+    Revoke {
+        /// The key's id (the middle part of mnm_<id>_<secret>).
+        id: String,
     },
 }
 
@@ -221,6 +283,7 @@ async fn main() -> anyhow::Result<()> {
     }
     mnemos::telemetry::init(&settings.log);
     let json = cli.json;
+    let caller = operator(cli.as_tenant.as_deref())?;
     match cli.command {
         Command::Serve => {
             let app = Application::build(settings).await?;
@@ -238,6 +301,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Eval {
             suite: EvalSuite::Locomo(args),
         } => mnemos::eval::run_locomo(&settings, args, json).await?,
+        Command::Keys { action } => keys(&settings, &caller, action, json).await?,
+        Command::Audit { limit } => audit(&settings, &caller, limit, json).await?,
         Command::Migrate => {
             let services = Services::open(&settings).await?;
             let count = services.runtime.count().await.map_err(user_error)?;
@@ -259,7 +324,7 @@ async fn main() -> anyhow::Result<()> {
         }
         command => {
             let services = Services::open(&settings).await?;
-            let result = run_command(&services, command, json).await;
+            let result = run_command(&services, &caller, command, json).await;
             services.close().await?;
             result?;
         }
@@ -268,7 +333,12 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Run one of the commands that work on an opened data directory.
-async fn run_command(services: &Services, command: Command, json: bool) -> anyhow::Result<()> {
+async fn run_command(
+    services: &Services,
+    caller: &Caller,
+    command: Command,
+    json: bool,
+) -> anyhow::Result<()> {
     let runtime = &services.runtime;
     match command {
         Command::Remember {
@@ -280,7 +350,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
             content,
         } => {
             let body = RememberBody {
-                agent_id: agent,
+                agent_id: Some(agent),
                 content,
                 memory_type,
                 title: None,
@@ -295,13 +365,13 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 valence: None,
                 arousal: None,
             };
-            remember(runtime, body, json).await
+            remember(runtime, caller, body, json).await
         }
         Command::Recall {
             agent,
             limit,
             query,
-        } => recall(runtime, agent, query, limit, json).await,
+        } => recall(runtime, caller, agent, query, limit, json).await,
         Command::List {
             agent,
             memory_type,
@@ -318,7 +388,7 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 cursor,
                 project_id: None,
             };
-            list(runtime, params, json).await
+            list(runtime, caller, params, json).await
         }
         Command::Forget {
             agent,
@@ -330,36 +400,125 @@ async fn run_command(services: &Services, command: Command, json: bool) -> anyho
                 anyhow::bail!("give --id or --query");
             }
             let body = ForgetBody {
-                agent_id: agent,
+                agent_id: Some(agent),
                 id,
                 query,
                 limit: None,
                 dry_run: Some(dry_run),
             };
-            forget(runtime, body, json).await
+            forget(runtime, caller, body, json).await
         }
         Command::History { id, agent } => {
             let body = HistoryBody {
                 id,
                 agent_id: agent,
             };
-            history(runtime, body, json).await
+            history(runtime, caller, body, json).await
         }
         Command::Consolidate { agent, all } => {
             let agent = agent.filter(|_| !all);
-            consolidate(services, agent, json).await
+            consolidate(services, caller, agent, json).await
         }
-        Command::Archive => archive(runtime, json).await,
+        Command::Archive => archive(runtime, caller, json).await,
+        Command::Erase { agent, tenant } => erase(services, caller, agent, tenant, json).await,
         Command::Reindex { projection } => reindex(runtime, projection, json).await,
         Command::Doctor { repair } => doctor(services, repair, json).await,
         Command::Serve
         | Command::Mcp
         | Command::Migrate
+        | Command::Keys { .. }
+        | Command::Audit { .. }
         | Command::Bench(_)
         | Command::Eval { .. } => {
             anyhow::bail!("handled before opening the data directory")
         }
     }
+}
+
+/// `mnemos erase --agent A | --tenant T`.
+async fn erase(
+    services: &Services,
+    caller: &Caller,
+    agent: Option<String>,
+    tenant: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let keys = services.record().keys();
+    match (agent, tenant) {
+        (Some(agent), tenant) => {
+            // --tenant names the agent's tenant (as `--as-tenant` does).
+            let mut caller = caller.clone();
+            if let Some(raw) = tenant {
+                let tenant = TenantId::parse(&raw).map_err(user_error)?;
+                caller.tenant = Caller::tenant_of(&tenant);
+            }
+            let erased = mnemos::contract::erase::erase_agent(
+                &services.runtime,
+                keys.as_ref(),
+                &caller,
+                &agent,
+            )
+            .await
+            .map_err(user_error)?;
+            print(
+                json,
+                &erased,
+                |e: &mnemos::contract::erase::EraseResponse| erase_summary(e),
+            );
+        }
+        (None, Some(tenant)) => {
+            let erased = mnemos::contract::erase::erase_tenant(
+                &services.runtime,
+                keys.as_ref(),
+                caller,
+                &tenant,
+            )
+            .await
+            .map_err(user_error)?;
+            print(
+                json,
+                &erased,
+                |t: &mnemos::contract::erase::TenantEraseResponse| {
+                    let mut lines: Vec<String> = t.agents.iter().map(erase_summary).collect();
+                    lines.push(format!(
+                        "tenant {}: {} agent(s) erased, {} key(s) revoked",
+                        t.tenant,
+                        t.agents.len(),
+                        t.keys_revoked
+                    ));
+                    lines.join("\n")
+                },
+            );
+        }
+        (None, None) => {
+            anyhow::bail!("name what to erase: --agent AGENT (and --tenant), or --tenant TENANT")
+        }
+    }
+    Ok(())
+}
+
+/// One line per store of an agent's erasure.
+fn erase_summary(e: &mnemos::contract::erase::EraseResponse) -> String {
+    let r = &e.system_of_record;
+    format!(
+        "erased {}/{}: system of record: {} memories, {} versions, {} embeddings, {} edges, \
+         {} sessions ({} messages), {} projects, {} runs, {} KV entries; vector index: {}; \
+         working memory: {} items; projection deletes queued: {}",
+        e.tenant,
+        e.agent_id,
+        r.memories,
+        r.versions,
+        r.embeddings,
+        r.edges,
+        r.sessions,
+        r.session_messages,
+        r.projects,
+        r.runs,
+        r.kv_entries,
+        e.vector_index,
+        e.working_memory,
+        e.projection_deletes_queued
+    )
 }
 
 /// `mnemos doctor [--repair]`: report (and repair) the rows reads skip.
@@ -401,8 +560,15 @@ async fn doctor(services: &Services, repair: bool, json: bool) -> anyhow::Result
 }
 
 /// `mnemos remember`: the `remember` tool.
-async fn remember(runtime: &Runtime, body: RememberBody, json: bool) -> anyhow::Result<()> {
-    let response = tools::remember(runtime, body).await.map_err(user_error)?;
+async fn remember(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: RememberBody,
+    json: bool,
+) -> anyhow::Result<()> {
+    let response = tools::remember(runtime, caller, body)
+        .await
+        .map_err(user_error)?;
     print(json, &response, |r: &RememberResponse| {
         format!(
             "remembered {} as {} ({})",
@@ -415,13 +581,14 @@ async fn remember(runtime: &Runtime, body: RememberBody, json: bool) -> anyhow::
 /// `mnemos recall`: the `recall` tool with a result limit.
 async fn recall(
     runtime: &Runtime,
+    caller: &Caller,
     agent_id: String,
     query: String,
     limit: usize,
     json: bool,
 ) -> anyhow::Result<()> {
     let body = RecallBody {
-        agent_id,
+        agent_id: Some(agent_id),
         query,
         types: None,
         limit: Some(limit),
@@ -433,7 +600,9 @@ async fn recall(
         project_id: None,
         debug: None,
     };
-    let response = tools::recall(runtime, body).await.map_err(user_error)?;
+    let response = tools::recall(runtime, caller, body)
+        .await
+        .map_err(user_error)?;
     print(json, &response, |r: &RecallResponse| {
         let mut out: Vec<String> = r
             .results
@@ -458,8 +627,13 @@ async fn recall(
 }
 
 /// `mnemos list`: one page of `GET /v1/memories`.
-async fn list(runtime: &Runtime, params: ListParams, json: bool) -> anyhow::Result<()> {
-    let response = memories::list_memories(runtime, params)
+async fn list(
+    runtime: &Runtime,
+    caller: &Caller,
+    params: ListParams,
+    json: bool,
+) -> anyhow::Result<()> {
+    let response = memories::list_memories(runtime, caller, params)
         .await
         .map_err(user_error)?;
     print(json, &response, |r: &ListResponse| {
@@ -473,8 +647,15 @@ async fn list(runtime: &Runtime, params: ListParams, json: bool) -> anyhow::Resu
 }
 
 /// `mnemos forget`: the `forget` tool (by id, or the first 10 matches of a query).
-async fn forget(runtime: &Runtime, body: ForgetBody, json: bool) -> anyhow::Result<()> {
-    let response = tools::forget(runtime, body).await.map_err(user_error)?;
+async fn forget(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: ForgetBody,
+    json: bool,
+) -> anyhow::Result<()> {
+    let response = tools::forget(runtime, caller, body)
+        .await
+        .map_err(user_error)?;
     // As a JSON value the keys print sorted, as this command always printed them.
     let value = serde_json::to_value(&response)?;
     print(json, &value, |_| {
@@ -491,8 +672,13 @@ async fn forget(runtime: &Runtime, body: ForgetBody, json: bool) -> anyhow::Resu
 }
 
 /// `mnemos history`: the `memory_history` tool.
-async fn history(runtime: &Runtime, body: HistoryBody, json: bool) -> anyhow::Result<()> {
-    let response = tools::memory_history(runtime, body)
+async fn history(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: HistoryBody,
+    json: bool,
+) -> anyhow::Result<()> {
+    let response = tools::memory_history(runtime, caller, body)
         .await
         .map_err(user_error)?;
     print(json, &response, |r: &HistoryResponse| {
@@ -519,9 +705,11 @@ async fn history(runtime: &Runtime, body: HistoryBody, json: bool) -> anyhow::Re
 /// `mnemos consolidate`: the `consolidate` tool for one agent, or every agent with memories.
 async fn consolidate(
     services: &Services,
+    caller: &Caller,
     agent_id: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
+    let tenant = caller.tenant.as_ref().map(|t| t.as_str());
     let agents: Vec<String> = match agent_id {
         Some(agent_id) => vec![agent_id],
         None => services
@@ -530,13 +718,16 @@ async fn consolidate(
             .await
             .map_err(user_error)?
             .into_iter()
-            .map(|a| a.to_string())
+            .filter(|a| a.tenant() == tenant)
+            .map(|a| a.local().to_string())
             .collect(),
     };
     let mut runs = Vec::new();
     for agent_id in agents {
-        let body = AgentBody { agent_id };
-        let run = tools::consolidate(&services.runtime, body, "cli")
+        let body = AgentBody {
+            agent_id: Some(agent_id),
+        };
+        let run = tools::consolidate(&services.runtime, caller, body, "cli")
             .await
             .map_err(user_error)?;
         runs.push(run);
@@ -562,8 +753,8 @@ async fn consolidate(
 }
 
 /// `mnemos archive`: archive idle sessions now.
-async fn archive(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
-    let run = memories::archive(runtime, "cli")
+async fn archive(runtime: &Runtime, caller: &Caller, json: bool) -> anyhow::Result<()> {
+    let run = memories::archive(runtime, caller, "cli")
         .await
         .map_err(user_error)?;
     print(json, &run, |r: &RunView| {
@@ -607,6 +798,144 @@ async fn reindex(runtime: &Runtime, projection: Option<String>, json: bool) -> a
                     "{}: rebuilt ({})",
                     p["projection"].as_str().unwrap_or(""),
                     p["covered"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(())
+}
+
+/// The CLI's caller: the operator, in `--as-tenant` when given.
+fn operator(tenant: Option<&str>) -> anyhow::Result<Caller> {
+    let mut caller = Caller::operator(Surface::Cli);
+    if let Some(raw) = tenant {
+        let tenant = TenantId::parse(raw).map_err(user_error)?;
+        caller.tenant = Caller::tenant_of(&tenant);
+    }
+    Ok(caller)
+}
+
+/// `mnemos keys create|list|revoke`: on the system of record alone (no runtime and no
+/// data-directory lock), so it works beside a running server.
+async fn keys(
+    settings: &Settings,
+    caller: &Caller,
+    action: KeysAction,
+    json: bool,
+) -> anyhow::Result<()> {
+    let record = mnemos::store::SystemOfRecord::open(settings)
+        .await
+        .map_err(user_error)?;
+    let store = record.keys();
+    let now = chrono::Utc::now();
+    let result = match action {
+        KeysAction::Create {
+            tenant,
+            agent,
+            scope,
+            name,
+            expires_in_days,
+        } => {
+            let body = CreateKeyBody {
+                name,
+                tenant: Some(tenant),
+                agent,
+                scopes: scope,
+                expires_at: expires_in_days
+                    .map(|days| now + chrono::Duration::days(i64::from(days))),
+            };
+            mnemos::contract::keys::create_key(store.as_ref(), caller, body, now)
+                .await
+                .map(|created| {
+                    print(json, &created, |c: &CreatedKeyResponse| {
+                        format!(
+                            "{}\n\nkey {} for tenant {}, agent {}, scopes {}{}.\n\
+                             This is the only time the key is shown: keep it now.",
+                            c.secret,
+                            c.key.id,
+                            c.key.tenant,
+                            c.key.agent,
+                            c.key.scopes.join(","),
+                            c.key
+                                .expires_at
+                                .map(|at| format!(", expires {at}"))
+                                .unwrap_or_default()
+                        )
+                    })
+                })
+        }
+        KeysAction::List { tenant } => {
+            let params = AdminListParams {
+                tenant,
+                limit: None,
+            };
+            mnemos::contract::keys::list_keys(store.as_ref(), caller, params, now)
+                .await
+                .map(|listed| {
+                    print(json, &listed, |l: &KeysResponse| {
+                        if l.keys.is_empty() {
+                            return "no keys; `mnemos keys create` makes one".to_string();
+                        }
+                        l.keys
+                            .iter()
+                            .map(|k| {
+                                format!(
+                                    "{}  {:<8} {:<12} {:<12} {:<16} used {}  {}",
+                                    k.id,
+                                    k.status,
+                                    k.tenant,
+                                    k.agent,
+                                    k.scopes.join(","),
+                                    k.last_used_at
+                                        .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
+                                        .unwrap_or_else(|| "never".into()),
+                                    k.name
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                })
+        }
+        KeysAction::Revoke { id } => {
+            mnemos::contract::keys::revoke_key(store.as_ref(), caller, &id, now)
+                .await
+                .map(|revoked| print(json, &revoked, |r| format!("revoked key {}", r.revoked)))
+        }
+    };
+    record.close().await;
+    result.map_err(user_error)
+}
+
+/// `mnemos audit`: the latest audit entries.
+async fn audit(
+    settings: &Settings,
+    caller: &Caller,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    let record = mnemos::store::SystemOfRecord::open(settings)
+        .await
+        .map_err(user_error)?;
+    let params = AdminListParams {
+        tenant: None,
+        limit: Some(limit),
+    };
+    let result = mnemos::contract::keys::audit_log(record.keys().as_ref(), caller, params).await;
+    record.close().await;
+    let log = result.map_err(user_error)?;
+    print(json, &log, |l| {
+        l.entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}  {:<14} {:<14} {} {}",
+                    e.at.format("%Y-%m-%d %H:%M:%S"),
+                    e.action,
+                    e.actor,
+                    e.target.as_deref().unwrap_or("-"),
+                    e.detail
                 )
             })
             .collect::<Vec<_>>()

@@ -45,6 +45,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::auth::{Caller, Surface};
 use crate::contract::catalog::{call_tool, input_schemas};
 use crate::contract::errors::{mcp_error_code, ErrorDetail};
 
@@ -245,22 +246,60 @@ pub struct MnemosMcp {
     tools: Arc<Vec<Tool>>,
     /// Directories build_context's `project_root` may name (`server.project_roots`).
     project_roots: crate::context::ProjectRoots,
+    /// Who calls when the transport carries no identity (stdio: the local operator);
+    /// None over HTTP, where every request brings the caller the identity layer found.
+    local: Option<Caller>,
 }
 
 impl MnemosMcp {
-    /// A server over `runtime` whose build_context reads only under `project_roots`.
-    pub fn new(runtime: Runtime, project_roots: crate::context::ProjectRoots) -> Self {
+    /// A server over `runtime` whose build_context reads only under `project_roots`;
+    /// `local` is the caller of a transport without identity (stdio).
+    pub fn new(
+        runtime: Runtime,
+        project_roots: crate::context::ProjectRoots,
+        local: Option<Caller>,
+    ) -> Self {
         Self {
             runtime,
             tools: Arc::new(tool_definitions()),
             project_roots,
+            local,
         }
     }
 
-    /// Run one tool: parse its arguments like the REST route does, call the shared
-    /// operation and return the REST route's JSON.
-    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, MemoryError> {
-        call_tool(&self.runtime, &self.project_roots, "mcp", name, arguments).await
+    /// Run one tool as `caller`: parse its arguments like the REST route does, call the
+    /// shared operation and return the REST route's JSON.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Value, MemoryError> {
+        call_tool(
+            &self.runtime,
+            caller,
+            &self.project_roots,
+            "mcp",
+            name,
+            arguments,
+        )
+        .await
+        .map_err(|error| caller.localize_error(error))
+    }
+
+    /// The caller of a request: the one the HTTP identity layer put in the request, or
+    /// the transport's own (stdio).
+    fn caller_of(&self, context: &RequestContext<RoleServer>) -> Result<Caller, MemoryError> {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+            .or_else(|| self.local.clone())
+            .ok_or_else(|| {
+                crate::auth::unauthenticated(
+                    "this MCP request carried no API key: send Authorization: Bearer <key>",
+                )
+            })
     }
 
     /// The tool definitions `tools/list` answers with.
@@ -381,11 +420,18 @@ impl ServerHandler for MnemosMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let span = tracing::info_span!("mcp_tool", tool = %request.name);
-        let result = self.call(&request.name, arguments).instrument(span).await;
+        let result = match self.caller_of(&context) {
+            Ok(caller) => {
+                self.call(&caller, &request.name, arguments)
+                    .instrument(span)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         metrics::counter!(
             "mnemos_mcp_tool_calls_total",
             "tool" => request.name.to_string(),
@@ -421,7 +467,7 @@ pub struct HttpOptions {
 /// 429 `rate_limited` (the contract's body) before rmcp reads it. Merge it into the
 /// main router.
 pub fn http_router(runtime: Runtime, options: HttpOptions) -> axum::Router {
-    let server = MnemosMcp::new(runtime, options.project_roots);
+    let server = MnemosMcp::new(runtime, options.project_roots, None);
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowed_hosts)
         .with_max_request_body_bytes(options.max_body_bytes)
@@ -617,7 +663,7 @@ pub async fn serve_stdio(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let running = MnemosMcp::new(runtime, project_roots)
+    let running = MnemosMcp::new(runtime, project_roots, Some(Caller::operator(Surface::Mcp)))
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|error| anyhow::anyhow!("MCP initialisation failed: {error}"))?;
@@ -647,7 +693,15 @@ mod tests {
             let schema = Value::Object((*tool.input_schema).clone());
             assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);
             let required = schema["required"].as_array().cloned().unwrap_or_default();
-            assert!(!required.is_empty(), "{}: {schema}", tool.name);
+            // A tool whose every argument has a default (forget takes an id or a query,
+            // consolidate and reflect only an agent, which a bound key supplies) requires nothing.
+            assert!(
+                !required.is_empty()
+                    || ["forget", "consolidate", "reflect", "project_list"]
+                        .contains(&tool.name.as_ref()),
+                "{}: {schema}",
+                tool.name
+            );
             assert!(
                 !schema.to_string().contains("$ref"),
                 "{}: {schema}",
@@ -659,13 +713,13 @@ mod tests {
             .find(|t| t.name == "recall")
             .map(|t| Value::Object((*t.input_schema).clone()));
         let required = recall.as_ref().map(|s| s["required"].clone());
-        assert_eq!(required, Some(json!(["agent_id", "query"])));
+        assert_eq!(required, Some(json!(["query"])));
         let extract = tools
             .iter()
             .find(|t| t.name == "extract_turn")
             .map(|t| Value::Object((*t.input_schema).clone()));
         let required = extract.as_ref().map(|s| s["required"].clone());
-        assert_eq!(required, Some(json!(["agent_id", "user", "assistant"])));
+        assert_eq!(required, Some(json!(["user", "assistant"])));
     }
 
     #[test]

@@ -25,13 +25,15 @@ use mnemos_actors::text::estimate_tokens;
 use mnemos_actors::Runtime;
 use serde_json::Value;
 
+use crate::auth::Caller;
 use crate::config::ProxySettings;
 use crate::contract::errors::ApiError;
 use crate::contract::sessions::{MessageBody, PostMessagesBody};
 use crate::contract::wire::{BuildContextBody, ExtractTurnBody};
 use crate::contract::{sessions, tools};
 
-/// Header naming the agent whose memory the request uses (required).
+/// Header naming the agent whose memory the request uses (required unless the key is
+/// bound to one agent).
 pub const AGENT_HEADER: &str = "x-mnemos-agent-id";
 /// Header naming the session the exchange belongs to (optional).
 pub const SESSION_HEADER: &str = "x-mnemos-session-id";
@@ -76,8 +78,14 @@ impl Proxy {
         ))
     }
 
+    /// What goes upstream as `Authorization`: the client's own header when it is not a
+    /// mnemos key (a mnemos key never leaves this server), else `proxy.api_key`.
     fn authorization(&self, headers: &HeaderMap) -> Option<HeaderValue> {
-        headers.get(header::AUTHORIZATION).cloned().or_else(|| {
+        let client = headers
+            .get(header::AUTHORIZATION)
+            .filter(|value| !is_mnemos_key(value))
+            .cloned();
+        client.or_else(|| {
             (!self.settings.api_key.is_empty())
                 .then(|| HeaderValue::from_str(&format!("Bearer {}", self.settings.api_key)).ok())
                 .flatten()
@@ -236,9 +244,23 @@ fn invalid_header(name: &str, message: impl Into<String>) -> ApiError {
     ApiError(MemoryError::invalid(name, message))
 }
 
+/// Whether an `Authorization` value carries a mnemos key.
+fn is_mnemos_key(value: &HeaderValue) -> bool {
+    value.to_str().is_ok_and(|v| {
+        let token = v
+            .trim_start_matches("Bearer ")
+            .trim_start_matches("bearer ")
+            .trim();
+        token.starts_with(crate::auth::keys::KEY_PREFIX)
+            && token[crate::auth::keys::KEY_PREFIX.len()..].starts_with('_')
+    })
+}
+
 /// The parsed mnemos side of a proxied request.
 struct Plan {
-    /// Whose memory.
+    /// Who asks.
+    caller: Caller,
+    /// Whose memory (as the runtime knows it; its `local()` is what the client named).
     agent: AgentId,
     /// The session named by the caller.
     session: Option<SessionId>,
@@ -250,19 +272,19 @@ struct Plan {
 
 fn plan(
     settings: &ProxySettings,
+    caller: &Caller,
     headers: &HeaderMap,
     messages: &[Value],
 ) -> Result<Plan, ApiError> {
-    let agent = header_value(headers, AGENT_HEADER).ok_or_else(|| {
-        invalid_header(
-            "X-Mnemos-Agent-Id",
-            "the X-Mnemos-Agent-Id header is required: it names whose memory this conversation uses",
-        )
-    })?;
-    let agent = AgentId::parse(&agent).map_err(|mut e| {
-        e.field = Some("X-Mnemos-Agent-Id".into());
-        ApiError(e)
-    })?;
+    let named = header_value(headers, AGENT_HEADER);
+    let agent = caller
+        .agent("X-Mnemos-Agent-Id", named.as_deref())
+        .map_err(|mut e| {
+            if named.is_none() {
+                e.message = "the X-Mnemos-Agent-Id header is required: it names whose memory this conversation uses".into();
+            }
+            ApiError(e)
+        })?;
     let session = header_value(headers, SESSION_HEADER)
         .map(|raw| {
             SessionId::parse(&raw).map_err(|mut e| {
@@ -300,6 +322,7 @@ fn plan(
     };
     let budget = (context_tokens as f64 * ProxySettings::clamp_budget(pct)).floor() as usize;
     Ok(Plan {
+        caller: caller.clone(),
         agent,
         session,
         user: latest_user_message(messages),
@@ -322,7 +345,7 @@ async fn inject(runtime: &Runtime, plan: &Plan, messages: &mut Vec<Value>) -> In
     }
     let started = Instant::now();
     let body = BuildContextBody {
-        agent_id: plan.agent.to_string(),
+        agent_id: Some(plan.agent.local().to_string()),
         query: truncate_query(query).to_string(),
         context_budget: Some(plan.budget - wrapper),
         project_root: None,
@@ -331,7 +354,13 @@ async fn inject(runtime: &Runtime, plan: &Plan, messages: &mut Vec<Value>) -> In
         project_id: None,
     };
     // The proxy never names a project root, so no directory is ever admitted here.
-    let built = tools::build_context(runtime, &crate::context::ProjectRoots::default(), body).await;
+    let built = tools::build_context(
+        runtime,
+        &plan.caller,
+        &crate::context::ProjectRoots::default(),
+        body,
+    )
+    .await;
     injection.recall_ms = started.elapsed().as_secs_f64() * 1000.0;
     match built {
         Ok(context) if context.metadata.injected_count > 0 => {
@@ -369,7 +398,7 @@ fn mnemos_headers(response: &mut Response, plan: &Plan, injection: &Injection) {
             headers.insert(HeaderName::from_static(name), value);
         }
     };
-    set("x-mnemos-agent-id", plan.agent.to_string());
+    set("x-mnemos-agent-id", plan.agent.local().to_string());
     set("x-mnemos-memories-injected", injection.memories.to_string());
     set("x-mnemos-memory-tokens", injection.tokens.to_string());
     set("x-mnemos-memory-budget", injection.budget.to_string());
@@ -393,6 +422,7 @@ fn mnemos_headers(response: &mut Response, plan: &Plan, injection: &Injection) {
 /// Remember one exchange in the background (see the module doc).
 fn remember_exchange(
     runtime: Runtime,
+    caller: Caller,
     extract: bool,
     agent: AgentId,
     session: Option<SessionId>,
@@ -408,24 +438,26 @@ fn remember_exchange(
                     at: None,
                 };
                 let body = PostMessagesBody {
-                    agent_id: agent.to_string(),
+                    agent_id: Some(agent.local().to_string()),
                     role: None,
                     content: None,
                     at: None,
                     messages: Some(vec![message("user", user), message("assistant", assistant)]),
                 };
-                sessions::post_messages(&runtime, session.as_str(), body)
+                sessions::post_messages(&runtime, &caller, session.as_str(), body)
                     .await
                     .map(|_| ())
             }
             None if extract => {
                 let body = ExtractTurnBody {
-                    agent_id: agent.to_string(),
+                    agent_id: Some(agent.local().to_string()),
                     user,
                     assistant,
                     session_id: None,
                 };
-                tools::extract_turn(&runtime, body).await.map(|_| ())
+                tools::extract_turn(&runtime, &caller, body)
+                    .await
+                    .map(|_| ())
             }
             None => Ok(()),
         };
@@ -469,6 +501,8 @@ fn upstream_head(upstream: &reqwest::Response) -> (StatusCode, Option<HeaderValu
 struct Exchange {
     /// The runtime the exchange is written to.
     runtime: Runtime,
+    /// Who asked (the exchange is written as them).
+    caller: Caller,
     /// `proxy.extract`: mine an exchange outside a session with extract_turn.
     extract: bool,
     /// Whose memory.
@@ -485,6 +519,7 @@ impl Exchange {
         if let Some(user) = self.user {
             remember_exchange(
                 self.runtime,
+                self.caller,
                 self.extract,
                 self.agent,
                 self.session,
@@ -541,12 +576,25 @@ fn stream_through(upstream: reqwest::Response, exchange: Exchange) -> Body {
     Body::from_stream(stream)
 }
 
+/// The caller the identity layer found (none: the route was reached without it).
+fn authenticated(caller: Option<axum::Extension<Caller>>) -> Result<Caller, ApiError> {
+    caller.map(|axum::Extension(c)| c).ok_or_else(|| {
+        ApiError(crate::auth::unauthenticated(
+            "the proxy needs a mnemos API key as the client's api_key",
+        ))
+    })
+}
+
 /// `POST /v1/chat/completions`: the memory proxy.
 async fn chat_completions(
     State(state): State<Arc<ProxyState>>,
+    caller: Option<axum::Extension<Caller>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let caller = authenticated(caller)?;
+    caller.require(crate::auth::Scope::Read)?;
+    caller.require(crate::auth::Scope::Write)?;
     let proxy = &state.proxy;
     let url = proxy.upstream("chat/completions")?;
     let mut request: Value = serde_json::from_slice(&body).map_err(|error| {
@@ -568,7 +616,7 @@ async fn chat_completions(
             "messages is required: an array of {role, content}",
         )));
     };
-    let plan = plan(&proxy.settings, &headers, messages)?;
+    let plan = plan(&proxy.settings, &caller, &headers, messages)?;
     let injection = inject(&state.runtime, &plan, messages).await;
     metrics::histogram!("mnemos_proxy_injected_memories").record(injection.memories as f64);
 
@@ -591,6 +639,7 @@ async fn chat_completions(
     let succeeded = status.is_success();
     let exchange = Exchange {
         runtime: state.runtime.clone(),
+        caller: plan.caller.clone(),
         extract: proxy.settings.extract,
         agent: plan.agent.clone(),
         session: plan.session.clone(),
@@ -631,8 +680,10 @@ async fn chat_completions(
 /// `GET /v1/models`: the upstream's model list, unchanged.
 async fn models(
     State(state): State<Arc<ProxyState>>,
+    caller: Option<axum::Extension<Caller>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    authenticated(caller)?.require(crate::auth::Scope::Read)?;
     let proxy = &state.proxy;
     let mut forward = proxy.client.get(proxy.upstream("models")?);
     if let Some(auth) = proxy.authorization(&headers) {
@@ -735,6 +786,10 @@ mod tests {
             extract: true,
         };
         let mut headers = HeaderMap::new();
+        let operator = Caller::operator(crate::auth::Surface::Proxy);
+        let plan = |settings: &ProxySettings, headers: &HeaderMap, messages: &[Value]| {
+            plan(settings, &operator, headers, messages)
+        };
         assert!(
             plan(&settings, &headers, &[]).is_err(),
             "the agent header is required"

@@ -18,6 +18,7 @@ use utoipa::OpenApi;
 
 use crate::contract::errors::{ApiError, HttpRefusal, Refused};
 use crate::http::guard::{Guard, GuardSettings};
+use crate::http::identity::Gate;
 use crate::proxy::Proxy;
 use crate::state::AppState;
 
@@ -33,11 +34,14 @@ pub struct RouterParts {
     /// How `/mcp` is served: its session bound and idle expiry, and the shutdown token
     /// that ends open sessions and streams so the drain can finish.
     pub mcp: crate::mcp::HttpOptions,
+    /// Who is asking: the identity layer's key check (`crate::http::identity`).
+    pub identity: Gate,
 }
 
 /// The full router of the service. Layers, outermost first: tracing, panic → 500,
 /// request metrics, the Host/Origin check, CORS (only with `server.allowed_origins`),
-/// the JSON-only body intake (size and time limits), the extractors' body limit.
+/// the identity layer (API key → caller, 401 before routing), the JSON-only body intake
+/// (size and time limits), the extractors' body limit.
 pub fn router(parts: RouterParts) -> Router {
     let runtime = parts.state.runtime.clone();
     let cors = crate::http::guard::cors(&parts.guard.allowed_origins);
@@ -61,6 +65,10 @@ pub fn router(parts: RouterParts) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             guard.clone(),
             crate::http::guard::intake,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(parts.identity),
+            crate::http::identity::identify,
         ));
     let router = match cors {
         Some(cors) => router.layer(cors),

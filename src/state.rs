@@ -9,6 +9,7 @@ use std::time::Instant;
 use metrics_exporter_prometheus::PrometheusHandle;
 use mnemos_actors::Runtime;
 
+use crate::auth::keys::{Authenticator, KeyStore};
 use crate::context::ProjectRoots;
 
 /// State shared by every REST handler (behind an `Arc`).
@@ -27,4 +28,11 @@ pub struct AppState {
     /// Live MCP sessions on `/mcp` (kept by the MCP surface), for `/metrics`'s
     /// `mnemos_mcp_sessions`; a plain counter so the REST side needs nothing of MCP.
     pub mcp_sessions: Arc<AtomicUsize>,
+    /// API keys and the audit log (the admin routes manage them).
+    pub keys: Arc<dyn KeyStore>,
+    /// Checks keys (None without `auth.mode = "keys"`); told when a key is revoked so
+    /// the revocation holds at once.
+    pub authenticator: Option<Arc<Authenticator>>,
+    /// `/metrics` and `/health`'s detail answer without an admin key (`auth.public_metrics`).
+    pub public_metrics: bool,
 }

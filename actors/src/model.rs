@@ -87,6 +87,12 @@ impl AgentId {
 /// tenant's agent, and the default tenant's ids are the ids clients send.
 pub const TENANT_SEPARATOR: char = '/';
 
+/// The key of a memory's metadata that says where it came from: which key, which
+/// surface (rest, mcp, proxy, cli, session, sleep_cycle, archival), which session or
+/// task, which request. The contract layer writes it (a client's own value under it is
+/// replaced); the sleep cycle writes its own.
+pub const PROVENANCE_KEY: &str = "mnemos_provenance";
+
 /// Validated tenant identifier (same alphabet as agent ids): a partition of agents,
 /// projects, the shared pool, KV namespaces and sessions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -11,6 +11,7 @@ use utoipa::OpenApi;
 
 use super::parse::from_json_value;
 use super::{kv, projects, tools, wire};
+use crate::auth::Caller;
 use crate::context::ProjectRoots;
 
 /// The tool bodies as OpenAPI components: the source of every tool's input schema.
@@ -49,6 +50,7 @@ pub fn input_schemas() -> Value {
 /// `trigger` names the surface in consolidation runs, `roots` bounds build_context.
 pub async fn call_tool(
     runtime: &Runtime,
+    caller: &Caller,
     roots: &ProjectRoots,
     trigger: &str,
     name: &str,
@@ -56,25 +58,27 @@ pub async fn call_tool(
 ) -> MemoryResult<Value> {
     let args = arguments;
     match name {
-        "remember" => answer(tools::remember(runtime, parse(args)?).await),
-        "remember_batch" => answer(tools::remember_batch(runtime, parse(args)?).await),
-        "recall" => answer(tools::recall(runtime, parse(args)?).await),
-        "associate" => answer(tools::associate(runtime, parse(args)?).await),
-        "spreading_activation" => answer(tools::spreading_activation(runtime, parse(args)?).await),
-        "forget" => answer(tools::forget(runtime, parse(args)?).await),
-        "consolidate" => answer(tools::consolidate(runtime, parse(args)?, trigger).await),
-        "reflect" => answer(tools::reflect(runtime, parse(args)?).await),
-        "memory_history" => answer(tools::memory_history(runtime, parse(args)?).await),
-        "build_context" => answer(tools::build_context(runtime, roots, parse(args)?).await),
-        "extract_turn" => answer(tools::extract_turn(runtime, parse(args)?).await),
-        "project_put" => answer(projects::project_put(runtime, parse(args)?).await),
-        "project_list" => answer(projects::project_list(runtime, parse(args)?).await),
-        "kv_put" => answer(kv::kv_put(runtime, parse(args)?).await),
-        "kv_get" => answer(kv::kv_get(runtime, parse(args)?).await),
-        "kv_search" => answer(kv::kv_search(runtime, parse(args)?).await),
-        "kv_list_by_tag" => answer(kv::kv_list_by_tag(runtime, parse(args)?).await),
-        "kv_stats" => answer(kv::kv_stats(runtime, parse(args)?).await),
-        "kv_delete" => answer(kv::kv_delete(runtime, parse(args)?).await),
+        "remember" => answer(tools::remember(runtime, caller, parse(args)?).await),
+        "remember_batch" => answer(tools::remember_batch(runtime, caller, parse(args)?).await),
+        "recall" => answer(tools::recall(runtime, caller, parse(args)?).await),
+        "associate" => answer(tools::associate(runtime, caller, parse(args)?).await),
+        "spreading_activation" => {
+            answer(tools::spreading_activation(runtime, caller, parse(args)?).await)
+        }
+        "forget" => answer(tools::forget(runtime, caller, parse(args)?).await),
+        "consolidate" => answer(tools::consolidate(runtime, caller, parse(args)?, trigger).await),
+        "reflect" => answer(tools::reflect(runtime, caller, parse(args)?).await),
+        "memory_history" => answer(tools::memory_history(runtime, caller, parse(args)?).await),
+        "build_context" => answer(tools::build_context(runtime, caller, roots, parse(args)?).await),
+        "extract_turn" => answer(tools::extract_turn(runtime, caller, parse(args)?).await),
+        "project_put" => answer(projects::project_put(runtime, caller, parse(args)?).await),
+        "project_list" => answer(projects::project_list(runtime, caller, parse(args)?).await),
+        "kv_put" => answer(kv::kv_put(runtime, caller, parse(args)?).await),
+        "kv_get" => answer(kv::kv_get(runtime, caller, parse(args)?).await),
+        "kv_search" => answer(kv::kv_search(runtime, caller, parse(args)?).await),
+        "kv_list_by_tag" => answer(kv::kv_list_by_tag(runtime, caller, parse(args)?).await),
+        "kv_stats" => answer(kv::kv_stats(runtime, caller, parse(args)?).await),
+        "kv_delete" => answer(kv::kv_delete(runtime, caller, parse(args)?).await),
         unknown => Err(MemoryError::invalid(
             "name",
             format!("no tool named {unknown:?}; tools/list names the tools this server has"),

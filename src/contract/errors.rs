@@ -138,10 +138,18 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(code = self.0.code.as_str(), message = %self.0.message, "request failed");
         }
+        let retry_after = matches!(self.0.code, ErrorCode::RateLimited)
+            .then(|| crate::auth::limits::retry_after_seconds(&self.0.message).to_string());
         let body = ErrorBody {
             error: self.0.into(),
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(seconds) = retry_after.and_then(|s| s.parse().ok()) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds);
+        }
+        response
     }
 }
 

@@ -30,15 +30,18 @@ pub struct HealthView {
     pub version: String,
     /// Seconds since start.
     pub uptime_seconds: u64,
-    /// Backend name and state per store.
-    #[schema(value_type = Object)]
-    pub backends: serde_json::Value,
-    /// Supervised actors.
-    pub actors: Vec<ActorHealthView>,
+    /// Backend name and state per store (only for an admin, or with `auth.public_metrics`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub backends: Option<serde_json::Value>,
+    /// Supervised actors (only for an admin, or with `auth.public_metrics`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actors: Option<Vec<ActorHealthView>>,
 }
 
-/// The health answer of `runtime`, serving since `started`.
-pub async fn health(runtime: &Runtime, started: Instant) -> HealthView {
+/// The health answer of `runtime`, serving since `started`; `detail` adds the backends
+/// and actors (what an anonymous caller may not see).
+pub async fn health(runtime: &Runtime, started: Instant, detail: bool) -> HealthView {
     let health = runtime.health().await;
     let degraded = health
         .children
@@ -86,22 +89,24 @@ pub async fn health(runtime: &Runtime, started: Instant) -> HealthView {
         status: if degraded { "degraded" } else { "ok" }.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         uptime_seconds: started.elapsed().as_secs(),
-        backends,
-        actors: health
-            .children
-            .into_iter()
-            .map(|c| ActorHealthView {
-                name: c.child.as_str().to_string(),
-                state: match c.state {
-                    ChildState::Running => "running",
-                    ChildState::Restarting => "restarting",
-                    ChildState::Failed => "failed",
-                }
-                .to_string(),
-                restarts: c.restarts,
-                last_error: c.last_error,
-            })
-            .collect(),
+        backends: detail.then_some(backends),
+        actors: detail.then(|| {
+            health
+                .children
+                .into_iter()
+                .map(|c| ActorHealthView {
+                    name: c.child.as_str().to_string(),
+                    state: match c.state {
+                        ChildState::Running => "running",
+                        ChildState::Restarting => "restarting",
+                        ChildState::Failed => "failed",
+                    }
+                    .to_string(),
+                    restarts: c.restarts,
+                    last_error: c.last_error,
+                })
+                .collect()
+        }),
     }
 }
 

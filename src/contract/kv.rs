@@ -11,7 +11,7 @@ use mnemos_actors::Runtime;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::parse::agent;
+use crate::auth::{Caller, Scope};
 
 /// A KV entry on the wire.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -40,11 +40,11 @@ pub struct KvEntryView {
 impl From<KvEntry> for KvEntryView {
     fn from(e: KvEntry) -> Self {
         Self {
-            namespace: e.namespace.as_str().to_string(),
+            namespace: e.namespace.local().to_string(),
             key: e.key,
             value: e.value,
             tags: e.tags,
-            written_by: e.written_by.as_str().to_string(),
+            written_by: e.written_by.local().to_string(),
             created_at: e.created_at,
             updated_at: e.updated_at,
             expires_at: e.expires_at,
@@ -77,7 +77,7 @@ pub struct NamespaceStatsView {
 impl From<NamespaceStats> for NamespaceStatsView {
     fn from(s: NamespaceStats) -> Self {
         Self {
-            namespace: s.namespace.as_str().to_string(),
+            namespace: s.namespace.local().to_string(),
             entries: s.entries,
             max_entries: s.max_entries,
             hits: s.hits,
@@ -112,8 +112,8 @@ pub struct NamespaceConfigureResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KvPutRestBody {
-    /// The writing node (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Any JSON value (required).
     #[schema(value_type = Value)]
     pub value: serde_json::Value,
@@ -127,8 +127,8 @@ pub struct KvPutRestBody {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KvPutBody {
-    /// The writing node (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Namespace (required; created with namespaces.default_max_entries on first put).
     pub namespace: String,
     /// Key (required).
@@ -330,15 +330,30 @@ fn namespace(raw: &str) -> MemoryResult<NamespaceName> {
     NamespaceName::parse(raw)
 }
 
-/// Check an optional calling node id (it is not otherwise used by reads).
-fn caller(raw: Option<&str>) -> MemoryResult<()> {
-    raw.map(agent).transpose().map(|_| ())
+/// A namespace of the caller's tenant, after checking the calling node id when one is
+/// named (a key bound to an agent must name itself or nobody).
+fn tenant_namespace(
+    caller: &Caller,
+    scope: Scope,
+    node: Option<&str>,
+    raw: &str,
+) -> MemoryResult<NamespaceName> {
+    caller.require(scope)?;
+    if node.is_some() {
+        caller.agent("agent_id", node)?;
+    }
+    Ok(caller.namespace(&namespace(raw)?))
 }
 
 /// Write a KV entry.
-pub async fn kv_put(runtime: &Runtime, body: KvPutBody) -> MemoryResult<KvPutResponse> {
-    let node = agent(&body.agent_id)?;
-    let ns = namespace(&body.namespace)?;
+pub async fn kv_put(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: KvPutBody,
+) -> MemoryResult<KvPutResponse> {
+    caller.require(Scope::Write)?;
+    let node = caller.agent("agent_id", body.agent_id.as_deref())?;
+    let ns = caller.namespace(&namespace(&body.namespace)?);
     let outcome = runtime
         .kv_put(
             &node,
@@ -355,24 +370,49 @@ pub async fn kv_put(runtime: &Runtime, body: KvPutBody) -> MemoryResult<KvPutRes
 }
 
 /// Read a KV entry (a use).
-pub async fn kv_get(runtime: &Runtime, body: KvKeyBody) -> MemoryResult<KvEntryView> {
-    caller(body.agent_id.as_deref())?;
-    let ns = namespace(&body.namespace)?;
+pub async fn kv_get(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: KvKeyBody,
+) -> MemoryResult<KvEntryView> {
+    // A get moves the entry in the use order and counts a hit: it is a read all the same.
+    let ns = tenant_namespace(
+        caller,
+        Scope::Read,
+        body.agent_id.as_deref(),
+        &body.namespace,
+    )?;
     Ok(runtime.kv_get(&ns, &body.key).await?.into())
 }
 
 /// Remove a KV entry.
-pub async fn kv_delete(runtime: &Runtime, body: KvKeyBody) -> MemoryResult<KvDeleteResponse> {
-    caller(body.agent_id.as_deref())?;
-    let ns = namespace(&body.namespace)?;
+pub async fn kv_delete(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: KvKeyBody,
+) -> MemoryResult<KvDeleteResponse> {
+    let ns = tenant_namespace(
+        caller,
+        Scope::Write,
+        body.agent_id.as_deref(),
+        &body.namespace,
+    )?;
     runtime.kv_delete(&ns, &body.key).await?;
     Ok(KvDeleteResponse { deleted: body.key })
 }
 
 /// Ranked text search over a namespace.
-pub async fn kv_search(runtime: &Runtime, body: KvSearchBody) -> MemoryResult<KvSearchResponse> {
-    caller(body.agent_id.as_deref())?;
-    let ns = namespace(&body.namespace)?;
+pub async fn kv_search(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: KvSearchBody,
+) -> MemoryResult<KvSearchResponse> {
+    let ns = tenant_namespace(
+        caller,
+        Scope::Read,
+        body.agent_id.as_deref(),
+        &body.namespace,
+    )?;
     let hits = runtime
         .kv_search(&ns, &body.query, body.limit.unwrap_or(10))
         .await?;
@@ -390,10 +430,15 @@ pub async fn kv_search(runtime: &Runtime, body: KvSearchBody) -> MemoryResult<Kv
 /// Entries with a tag, most recently used first.
 pub async fn kv_list_by_tag(
     runtime: &Runtime,
+    caller: &Caller,
     body: KvListByTagBody,
 ) -> MemoryResult<KvListResponse> {
-    caller(body.agent_id.as_deref())?;
-    let ns = namespace(&body.namespace)?;
+    let ns = tenant_namespace(
+        caller,
+        Scope::Read,
+        body.agent_id.as_deref(),
+        &body.namespace,
+    )?;
     let entries = runtime
         .kv_list_by_tag(&ns, body.tag.as_deref(), body.limit.unwrap_or(50))
         .await?;
@@ -403,20 +448,33 @@ pub async fn kv_list_by_tag(
 }
 
 /// Counters of a namespace.
-pub async fn kv_stats(runtime: &Runtime, body: KvStatsBody) -> MemoryResult<NamespaceStatsView> {
-    caller(body.agent_id.as_deref())?;
-    let ns = namespace(&body.namespace)?;
+pub async fn kv_stats(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: KvStatsBody,
+) -> MemoryResult<NamespaceStatsView> {
+    let ns = tenant_namespace(
+        caller,
+        Scope::Read,
+        body.agent_id.as_deref(),
+        &body.namespace,
+    )?;
     Ok(runtime.kv_stats(&ns).await?.into())
 }
 
 /// Create a namespace with a bound, or change its bound (evicting beyond a smaller one).
 pub async fn kv_configure(
     runtime: &Runtime,
+    caller: &Caller,
     namespace_name: &str,
     body: NamespaceConfigureBody,
 ) -> MemoryResult<NamespaceConfigureResponse> {
-    caller(body.agent_id.as_deref())?;
-    let ns = namespace(namespace_name)?;
+    let ns = tenant_namespace(
+        caller,
+        Scope::Write,
+        body.agent_id.as_deref(),
+        namespace_name,
+    )?;
     let (stats, evicted) = runtime.kv_configure(&ns, body.max_entries).await?;
     Ok(NamespaceConfigureResponse {
         stats: stats.into(),

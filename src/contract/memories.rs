@@ -7,12 +7,18 @@ use mnemos_actors::model::MemoryId;
 use mnemos_actors::store::ListQuery;
 use mnemos_actors::Runtime;
 
-use super::parse::{agent, memory_status, memory_type, optional_agent, project, required};
+use super::parse::{memory_status, memory_type, project};
 use super::wire::*;
+use crate::auth::{Caller, Scope};
 
 /// Browse an agent's memories, newest first, one page at a time.
-pub async fn list_memories(runtime: &Runtime, params: ListParams) -> MemoryResult<ListResponse> {
-    let agent = agent(&required("agent_id", params.agent_id)?)?;
+pub async fn list_memories(
+    runtime: &Runtime,
+    caller: &Caller,
+    params: ListParams,
+) -> MemoryResult<ListResponse> {
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", params.agent_id.as_deref())?;
     let query = ListQuery {
         agent_id: Some(agent),
         memory_type: memory_type("type", params.memory_type.as_deref())?,
@@ -30,27 +36,31 @@ pub async fn list_memories(runtime: &Runtime, params: ListParams) -> MemoryResul
     })
 }
 
-/// One memory by id (the owner is checked when given).
+/// One memory by id, of the owner the request names (or the key's agent).
 pub async fn get_memory(
     runtime: &Runtime,
+    caller: &Caller,
     id: String,
     owner: AgentParam,
 ) -> MemoryResult<MemoryView> {
-    let owner = optional_agent(owner.agent_id.as_deref())?;
-    Ok(runtime.get(owner.as_ref(), &MemoryId(id)).await?.into())
+    caller.require(Scope::Read)?;
+    let owner = caller.owner("agent_id", owner.agent_id.as_deref())?;
+    Ok(runtime.get(Some(&owner), &MemoryId(id)).await?.into())
 }
 
 /// Change a memory; the previous state is kept in its history.
 pub async fn patch_memory(
     runtime: &Runtime,
+    caller: &Caller,
     id: String,
     owner: AgentParam,
     body: PatchBody,
 ) -> MemoryResult<MemoryView> {
-    let owner = optional_agent(owner.agent_id.as_deref())?;
+    caller.require(Scope::Write)?;
+    let owner = caller.owner("agent_id", owner.agent_id.as_deref())?;
     let patch = body.into_patch()?;
     Ok(runtime
-        .patch(owner.as_ref(), &MemoryId(id), patch)
+        .patch(Some(&owner), &MemoryId(id), patch)
         .await?
         .into())
 }
@@ -58,28 +68,44 @@ pub async fn patch_memory(
 /// Delete a memory everywhere, history included.
 pub async fn delete_memory(
     runtime: &Runtime,
+    caller: &Caller,
     id: String,
     owner: AgentParam,
 ) -> MemoryResult<DeleteResponse> {
-    let owner = optional_agent(owner.agent_id.as_deref())?;
+    caller.require(Scope::Write)?;
+    let owner = caller.owner("agent_id", owner.agent_id.as_deref())?;
     let id = MemoryId(id);
-    runtime.delete(owner.as_ref(), &id).await?;
+    runtime.delete(Some(&owner), &id).await?;
     Ok(DeleteResponse { deleted: id.0 })
 }
 
 /// The version history of a memory by id (the resource form of `memory_history`).
 pub async fn memory_history(
     runtime: &Runtime,
+    caller: &Caller,
     id: String,
     owner: AgentParam,
 ) -> MemoryResult<HistoryResponse> {
-    let owner = optional_agent(owner.agent_id.as_deref())?;
-    super::tools::history_of(runtime, owner, id).await
+    caller.require(Scope::Read)?;
+    let owner = caller.owner("agent_id", owner.agent_id.as_deref())?;
+    super::tools::history_of(runtime, &owner, id).await
 }
 
-/// The consolidation run log, newest first.
-pub async fn cognition_runs(runtime: &Runtime, params: RunsParams) -> MemoryResult<RunsResponse> {
-    let owner = optional_agent(params.agent_id.as_deref())?;
+/// The consolidation run log, newest first: of one agent, or (admin) of every agent.
+pub async fn cognition_runs(
+    runtime: &Runtime,
+    caller: &Caller,
+    params: RunsParams,
+) -> MemoryResult<RunsResponse> {
+    caller.require(Scope::Read)?;
+    // Every agent's runs: for the operator or an admin of the default tenant only.
+    let owner = match (&params.agent_id, &caller.agent, &caller.tenant) {
+        (None, None, None) => {
+            caller.require(Scope::Admin)?;
+            None
+        }
+        (named, _, _) => Some(caller.agent("agent_id", named.as_deref())?),
+    };
     let runs = runtime
         .runs(owner.as_ref(), params.limit.unwrap_or(20))
         .await?;
@@ -89,6 +115,7 @@ pub async fn cognition_runs(runtime: &Runtime, params: RunsParams) -> MemoryResu
 }
 
 /// Archive idle sessions now (what the nightly job does); `trigger` names the surface.
-pub async fn archive(runtime: &Runtime, trigger: &str) -> MemoryResult<RunView> {
+pub async fn archive(runtime: &Runtime, caller: &Caller, trigger: &str) -> MemoryResult<RunView> {
+    caller.require(Scope::Admin)?;
     Ok(runtime.archive(trigger).await?.into())
 }

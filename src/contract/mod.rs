@@ -9,8 +9,10 @@
 //! answer with. The surfaces depend on this module and never on each other.
 
 pub mod catalog;
+pub mod erase;
 pub mod errors;
 pub mod health;
+pub mod keys;
 pub mod kv;
 pub mod memories;
 pub mod parse;

@@ -137,3 +137,104 @@ pub fn time_query(raw: Option<&str>, now: DateTime<Utc>) -> MemoryResult<Option<
     })
     .transpose()
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::contract::wire::{RecallBody, RememberBatchBody, RememberBody};
+    use proptest::prelude::*;
+
+    /// Arbitrary JSON, shaped like the bodies clients send (objects of the contract's
+    /// field names with values of every kind).
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(|f| serde_json::json!(f)),
+            any::<String>().prop_map(serde_json::Value::from),
+            "(-?[0-9]{1,6}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z|last week|in May 2023|\\+10000-01-01T00:00:00Z)"
+                .prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("agent_id".to_string()),
+                        Just("content".to_string()),
+                        Just("query".to_string()),
+                        Just("occurred_at".to_string()),
+                        Just("time_query".to_string()),
+                        Just("importance".to_string()),
+                        Just("tags".to_string()),
+                        Just("type".to_string()),
+                        Just("memories".to_string()),
+                        Just("limit".to_string()),
+                        Just("now".to_string()),
+                        Just("metadata".to_string()),
+                        "[a-z_]{1,8}",
+                    ],
+                    inner,
+                    0..6,
+                )
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever JSON arrives, parsing a body and turning it into a runtime input is
+        /// a value or an `invalid_argument` (or `payload_too_large`) naming a field:
+        /// never a panic, never another code.
+        #[test]
+        fn any_body_parses_or_is_refused_naming_a_field(value in json_value()) {
+            let refused = |e: mnemos_actors::error::MemoryError| {
+                matches!(e.code, mnemos_actors::error::ErrorCode::InvalidArgument | mnemos_actors::error::ErrorCode::PayloadTooLarge)
+                    && !e.message.is_empty()
+            };
+            match from_json_value::<RememberBody>(value.clone()) {
+                Ok(body) => {
+                    let (_, item) = body.into_parts();
+                    if let Err(e) = item.into_input("") {
+                        prop_assert!(refused(e.clone()), "{e:?}");
+                        prop_assert!(e.field.is_some(), "{e:?}");
+                    }
+                }
+                Err(e) => prop_assert!(refused(e)),
+            }
+            match from_json_value::<RememberBatchBody>(value.clone()) {
+                Ok(body) => {
+                    for (i, item) in body.memories.into_iter().enumerate() {
+                        if let Err(e) = item.into_input(&format!("memories[{i}].")) {
+                            prop_assert!(refused(e.clone()), "{e:?}");
+                        }
+                    }
+                }
+                Err(e) => prop_assert!(refused(e)),
+            }
+            match from_json_value::<RecallBody>(value) {
+                Ok(body) => {
+                    let now = chrono::Utc::now();
+                    if let Err(e) = time_query(body.time_query.as_deref(), now) {
+                        prop_assert!(refused(e.clone()) && e.field.is_some(), "{e:?}");
+                    }
+                    if let Err(e) = reference_time(body.now) {
+                        prop_assert!(refused(e), "now");
+                    }
+                }
+                Err(e) => prop_assert!(refused(e)),
+            }
+        }
+
+        /// Query strings too: any of them is a value or a named refusal.
+        #[test]
+        fn any_query_string_parses_or_is_refused(query in "[a-z_=&%0-9.+-]{0,60}") {
+            if let Err(e) = from_query::<crate::contract::wire::ListParams>(&query) {
+                prop_assert_eq!(e.code, mnemos_actors::error::ErrorCode::InvalidArgument);
+            }
+        }
+    }
+}

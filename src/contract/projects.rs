@@ -11,7 +11,8 @@ use mnemos_actors::Runtime;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::parse::{agent, required, session};
+use super::parse::session;
+use crate::auth::{Caller, Scope};
 
 /// A project on the wire.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -37,7 +38,7 @@ impl From<Project> for ProjectView {
     fn from(p: Project) -> Self {
         Self {
             project_id: p.project_id.as_str().to_string(),
-            agent_id: p.agent_id.as_str().to_string(),
+            agent_id: p.agent_id.local().to_string(),
             name: p.name,
             isolated: p.isolated,
             created_at: p.created_at,
@@ -65,8 +66,8 @@ impl From<ProjectDetail> for ProjectView {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectPutRestBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Name (default on create: the id; omitted: unchanged).
     pub name: Option<String>,
     /// Keep its memories out of other projects' recall (default on create: false; omitted: unchanged).
@@ -77,8 +78,8 @@ pub struct ProjectPutRestBody {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectPutBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Project id (required).
     pub project_id: String,
     /// Name (default on create: the id; omitted: unchanged).
@@ -93,8 +94,8 @@ pub struct ProjectPutBody {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectListBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
 }
 
 /// Query naming the owner of a project.
@@ -109,8 +110,8 @@ pub struct ProjectOwnerParam {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AttachSessionBody {
-    /// Owner of the project and the session (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
 }
 
 /// An agent's projects.
@@ -134,8 +135,13 @@ impl ProjectPutRestBody {
 }
 
 /// Create or change a project, attaching a session when one is named.
-pub async fn project_put(runtime: &Runtime, body: ProjectPutBody) -> MemoryResult<ProjectView> {
-    let owner = agent(&body.agent_id)?;
+pub async fn project_put(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: ProjectPutBody,
+) -> MemoryResult<ProjectView> {
+    caller.require(Scope::Write)?;
+    let owner = caller.agent("agent_id", body.agent_id.as_deref())?;
     let project_id = ProjectId::parse(&body.project_id)?;
     let session = session("session_id", body.session_id.as_deref())?;
     runtime
@@ -157,9 +163,11 @@ pub async fn project_put(runtime: &Runtime, body: ProjectPutBody) -> MemoryResul
 /// An agent's projects.
 pub async fn project_list(
     runtime: &Runtime,
+    caller: &Caller,
     body: ProjectListBody,
 ) -> MemoryResult<ProjectsResponse> {
-    let owner = agent(&body.agent_id)?;
+    caller.require(Scope::Read)?;
+    let owner = caller.agent("agent_id", body.agent_id.as_deref())?;
     Ok(ProjectsResponse {
         projects: runtime
             .projects(&owner)
@@ -173,10 +181,12 @@ pub async fn project_list(
 /// One of an agent's projects with its sessions.
 pub async fn project_get(
     runtime: &Runtime,
+    caller: &Caller,
     project_id: &str,
     owner: ProjectOwnerParam,
 ) -> MemoryResult<ProjectView> {
-    let owner = agent(&required("agent_id", owner.agent_id)?)?;
+    caller.require(Scope::Read)?;
+    let owner = caller.agent("agent_id", owner.agent_id.as_deref())?;
     let project_id = ProjectId::parse(project_id)?;
     Ok(runtime.project(&owner, &project_id).await?.into())
 }
@@ -184,11 +194,13 @@ pub async fn project_get(
 /// Attach a session to a project: the session's memories from now on belong to it.
 pub async fn project_attach_session(
     runtime: &Runtime,
+    caller: &Caller,
     project_id: &str,
     session_id: &str,
     body: AttachSessionBody,
 ) -> MemoryResult<ProjectView> {
-    let owner = agent(&body.agent_id)?;
+    caller.require(Scope::Write)?;
+    let owner = caller.agent("agent_id", body.agent_id.as_deref())?;
     let project_id = ProjectId::parse(project_id)?;
     let session = mnemos_actors::model::SessionId::parse(session_id)?;
     runtime

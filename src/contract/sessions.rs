@@ -10,7 +10,7 @@ use mnemos_actors::Runtime;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::parse::agent;
+use crate::auth::{Caller, Scope};
 
 /// One message to add.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -28,8 +28,8 @@ pub struct MessageBody {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostMessagesBody {
-    /// Owner of the session (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Role of a single message.
     pub role: Option<String>,
     /// Text of a single message.
@@ -149,7 +149,7 @@ pub struct SessionResponse {
 impl From<SessionView> for SessionResponse {
     fn from(v: SessionView) -> Self {
         Self {
-            agent_id: v.agent_id.to_string(),
+            agent_id: v.agent_id.local().to_string(),
             session_id: v.session_id.as_str().to_string(),
             summary: v.summary,
             messages: v.messages.into_iter().map(MessageView::from).collect(),
@@ -194,8 +194,8 @@ impl From<PostedMessages> for PostMessagesResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompactBody {
-    /// Owner of the session (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
 }
 
 /// What a compaction did.
@@ -230,7 +230,7 @@ pub struct CompactResponse {
 impl From<CompactionReport> for CompactResponse {
     fn from(r: CompactionReport) -> Self {
         Self {
-            agent_id: r.agent_id.to_string(),
+            agent_id: r.agent_id.local().to_string(),
             session_id: r.session_id.as_str().to_string(),
             compacted: r.compacted,
             reason: r.reason,
@@ -257,12 +257,15 @@ pub struct SessionParams {
 /// Add messages to a session (creating it); compaction and extraction follow in the background.
 pub async fn post_messages(
     runtime: &Runtime,
+    caller: &Caller,
     session_id: &str,
     body: PostMessagesBody,
 ) -> MemoryResult<PostMessagesResponse> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let session = SessionId::parse(session_id)?;
     let inputs = body.into_inputs()?;
+    caller.spend_session_writes(session.as_str(), inputs.len())?;
     let posted = runtime
         .post_session_messages(&agent, &session, inputs)
         .await?;
@@ -272,16 +275,12 @@ pub async fn post_messages(
 /// A session's live window: the summary of its compacted part and its newest messages.
 pub async fn session_window(
     runtime: &Runtime,
+    caller: &Caller,
     session_id: &str,
     params: SessionParams,
 ) -> MemoryResult<SessionResponse> {
-    let raw = params.agent_id.ok_or_else(|| {
-        MemoryError::invalid(
-            "agent_id",
-            "agent_id is required (…/messages?agent_id=alice)",
-        )
-    })?;
-    let agent = agent(&raw)?;
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", params.agent_id.as_deref())?;
     let session = SessionId::parse(session_id)?;
     Ok(runtime.session(&agent, &session).await?.into())
 }
@@ -289,10 +288,12 @@ pub async fn session_window(
 /// Compact a session now: a summary replaces its window and the history becomes an episodic memory.
 pub async fn compact(
     runtime: &Runtime,
+    caller: &Caller,
     session_id: &str,
     body: CompactBody,
 ) -> MemoryResult<CompactResponse> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let session = SessionId::parse(session_id)?;
     Ok(runtime
         .compact_session(&agent, &session, None)

@@ -7,31 +7,50 @@ use mnemos_actors::model::{AgentId, MemoryId};
 use mnemos_actors::runtime::{ForgetTarget, RecallInput};
 use mnemos_actors::Runtime;
 
-use super::parse::{
-    agent, memory_types, optional_agent, project, reference_time, session, time_query,
-};
+use super::parse::{memory_types, project, reference_time, session, time_query};
 use super::wire::*;
+use crate::auth::{Caller, Scope};
 
 /// Store one memory.
-pub async fn remember(runtime: &Runtime, body: RememberBody) -> MemoryResult<RememberResponse> {
+pub async fn remember(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: RememberBody,
+) -> MemoryResult<RememberResponse> {
+    caller.require(Scope::Write)?;
     let (agent_id, item) = body.into_parts();
-    let agent = agent(&agent_id)?;
-    let outcome = runtime.remember(&agent, item.into_input("")?).await?;
+    let agent = caller.agent("agent_id", agent_id.as_deref())?;
+    let mut input = item.into_input("")?;
+    input.metadata = caller.with_provenance(
+        input.metadata.take(),
+        input.session_id.as_ref().map(|s| s.as_str()),
+    );
+    let outcome = runtime.remember(&agent, input).await?;
     Ok(outcome.into())
 }
 
 /// Store several memories atomically.
 pub async fn remember_batch(
     runtime: &Runtime,
+    caller: &Caller,
     body: RememberBatchBody,
 ) -> MemoryResult<RememberBatchResponse> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Write)?;
+    caller.spend_writes(body.memories.len().saturating_sub(1))?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let inputs = body
         .memories
         .into_iter()
         .enumerate()
-        .map(|(index, item)| item.into_input(&format!("memories[{index}].")))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|(index, item)| {
+            let mut input = item.into_input(&format!("memories[{index}]."))?;
+            input.metadata = caller.with_provenance(
+                input.metadata.take(),
+                input.session_id.as_ref().map(|s| s.as_str()),
+            );
+            Ok(input)
+        })
+        .collect::<MemoryResult<Vec<_>>>()?;
     let outcomes = runtime.remember_batch(&agent, inputs).await?;
     Ok(RememberBatchResponse {
         results: outcomes.into_iter().map(Into::into).collect(),
@@ -42,13 +61,26 @@ pub async fn remember_batch(
 /// `extraction.max_memories_per_turn`).
 pub async fn extract_turn(
     runtime: &Runtime,
+    caller: &Caller,
     body: ExtractTurnBody,
 ) -> MemoryResult<ExtractTurnResponse> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let session_id = session("session_id", body.session_id.as_deref())?;
     let budget = runtime.config().extraction_max_per_turn;
+    caller.spend_session_writes(
+        session_id.as_ref().map_or("", |s| s.as_str()),
+        budget.max(1),
+    )?;
     let outcomes = runtime
-        .extract_turn(&agent, &body.user, &body.assistant, session_id, budget)
+        .extract_turn(
+            &agent,
+            &body.user,
+            &body.assistant,
+            session_id.clone(),
+            budget,
+            caller.with_provenance(None, session_id.as_ref().map(|s| s.as_str())),
+        )
         .await?;
     Ok(ExtractTurnResponse {
         stored: outcomes.into_iter().map(|o| o.memory.into()).collect(),
@@ -56,8 +88,13 @@ pub async fn extract_turn(
 }
 
 /// Recall the memories that matter for a query.
-pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallResponse> {
-    let agent = agent(&body.agent_id)?;
+pub async fn recall(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: RecallBody,
+) -> MemoryResult<RecallResponse> {
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let requested_now = reference_time(body.now)?;
     let now = requested_now.unwrap_or_else(|| runtime.now());
     let debug = body.debug.unwrap_or(false);
@@ -87,10 +124,12 @@ pub async fn recall(runtime: &Runtime, body: RecallBody) -> MemoryResult<RecallR
 /// must be a directory `roots` admits.
 pub async fn build_context(
     runtime: &Runtime,
+    caller: &Caller,
     roots: &crate::context::ProjectRoots,
     body: BuildContextBody,
 ) -> MemoryResult<BuildContextResponse> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let budget = body.context_budget.unwrap_or(2000);
     if !(1..=1_000_000).contains(&budget) {
         return Err(MemoryError::invalid(
@@ -149,20 +188,28 @@ pub async fn build_context(
             _ => ranked.push((hit.memory, hit.score)),
         }
     }
-    let block = mnemos_actors::policy::context::assemble(&ranked, budget);
+    let untrusted = runtime.config().screening.untrusted;
+    let block = mnemos_actors::policy::context::assemble(&ranked, budget, untrusted);
     Ok(BuildContextResponse {
         context: block.text,
         metadata: ContextMetadata {
             injected_count: block.injected,
             tokens_used: block.tokens_used,
             stale_files,
+            untrusted_fenced: block.fenced,
+            untrusted_withheld: block.withheld,
         },
     })
 }
 
 /// Link two memories.
-pub async fn associate(runtime: &Runtime, body: AssociateBody) -> MemoryResult<AssociationView> {
-    let agent = agent(&body.agent_id)?;
+pub async fn associate(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: AssociateBody,
+) -> MemoryResult<AssociationView> {
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let edge = runtime
         .associate(
             &agent,
@@ -178,9 +225,11 @@ pub async fn associate(runtime: &Runtime, body: AssociateBody) -> MemoryResult<A
 /// Spread activation from a memory through its associations.
 pub async fn spreading_activation(
     runtime: &Runtime,
+    caller: &Caller,
     body: SpreadingActivationBody,
 ) -> MemoryResult<SpreadingActivationResponse> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let activated = runtime
         .spreading_activation(
             &agent,
@@ -202,8 +251,13 @@ pub async fn spreading_activation(
 }
 
 /// Forget (archive) a memory or the memories matching a query.
-pub async fn forget(runtime: &Runtime, body: ForgetBody) -> MemoryResult<ForgetResponse> {
-    let agent = agent(&body.agent_id)?;
+pub async fn forget(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: ForgetBody,
+) -> MemoryResult<ForgetResponse> {
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let target = match (body.id, body.query) {
         (Some(id), None) => ForgetTarget::Id(MemoryId(id)),
         (None, Some(text)) => ForgetTarget::Query {
@@ -234,34 +288,46 @@ pub async fn forget(runtime: &Runtime, body: ForgetBody) -> MemoryResult<ForgetR
 /// Run a consolidation pass (sleep cycle) for an agent now; `trigger` names the surface.
 pub async fn consolidate(
     runtime: &Runtime,
+    caller: &Caller,
     body: AgentBody,
     trigger: &str,
 ) -> MemoryResult<RunView> {
-    let agent = agent(&body.agent_id)?;
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     Ok(runtime.consolidate(&agent, trigger).await?.into())
 }
 
 /// Statistics of an agent's memories.
-pub async fn reflect(runtime: &Runtime, body: AgentBody) -> MemoryResult<ReflectResponse> {
-    let agent = agent(&body.agent_id)?;
+pub async fn reflect(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: AgentBody,
+) -> MemoryResult<ReflectResponse> {
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
     let stats = runtime.reflect(&agent).await?;
     Ok(ReflectResponse::new(&agent, stats))
 }
 
-/// Version history of a memory (the owner is checked when given).
-pub async fn memory_history(runtime: &Runtime, body: HistoryBody) -> MemoryResult<HistoryResponse> {
-    let owner = optional_agent(body.agent_id.as_deref())?;
-    history_of(runtime, owner, body.id).await
+/// Version history of a memory (its owner must be named, or be the key's agent).
+pub async fn memory_history(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: HistoryBody,
+) -> MemoryResult<HistoryResponse> {
+    caller.require(Scope::Read)?;
+    let owner = caller.owner("agent_id", body.agent_id.as_deref())?;
+    history_of(runtime, &owner, body.id).await
 }
 
-/// Version history of a memory by id, for the tool and the resource route.
+/// Version history of a memory of `owner` by id, for the tool and the resource route.
 pub async fn history_of(
     runtime: &Runtime,
-    owner: Option<AgentId>,
+    owner: &AgentId,
     id: String,
 ) -> MemoryResult<HistoryResponse> {
     let id = MemoryId(id);
-    let versions = runtime.history(owner.as_ref(), &id).await?;
+    let versions = runtime.history(Some(owner), &id).await?;
     Ok(HistoryResponse {
         id: id.0,
         versions: versions.into_iter().map(Into::into).collect(),

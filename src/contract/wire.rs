@@ -65,13 +65,37 @@ pub struct MemoryView {
     pub source: Option<SourceView>,
     /// Current version number.
     pub version: u32,
+    /// Screening marked it as aimed at the model (prompt injection): it is quoted as
+    /// untrusted data in contexts, never injected as instructions.
+    pub suspicious: bool,
+    /// Why it is suspicious (empty when it is not).
+    pub suspicious_reasons: Vec<String>,
+    /// Kinds of secret redacted from it before it was stored.
+    pub redacted: Vec<String>,
+    /// Where it came from: the key, the surface (rest, mcp, proxy, cli, session,
+    /// sleep_cycle, archival), the session, the request id (null when not recorded).
+    #[schema(value_type = Option<Object>)]
+    pub provenance: Option<serde_json::Value>,
 }
 
 impl From<Memory> for MemoryView {
     fn from(m: Memory) -> Self {
+        let (suspicious_reasons, redacted) =
+            mnemos_actors::policy::screening::recorded(&m.metadata);
+        let mut m = m;
+        // What the server wrote in the metadata is shown as fields of its own; the
+        // metadata is the client's object as it sent it.
+        let provenance = m.metadata.as_object_mut().and_then(|map| {
+            map.remove(mnemos_actors::policy::screening::METADATA_KEY);
+            map.remove(mnemos_actors::model::PROVENANCE_KEY)
+        });
         Self {
+            provenance,
+            suspicious: !suspicious_reasons.is_empty(),
+            suspicious_reasons,
+            redacted,
             id: m.id.0,
-            agent_id: m.agent_id.as_str().to_string(),
+            agent_id: m.agent_id.local().to_string(),
             memory_type: m.memory_type.as_str().to_string(),
             content: m.content,
             title: m.title,
@@ -195,8 +219,8 @@ impl RememberItem {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RememberBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// The text (required).
     pub content: String,
     /// Type; chosen by the server when absent.
@@ -229,7 +253,7 @@ pub struct RememberBody {
 
 impl RememberBody {
     /// Split into the owner and the item (serde's `flatten` cannot deny unknown fields).
-    pub fn into_parts(self) -> (String, RememberItem) {
+    pub fn into_parts(self) -> (Option<String>, RememberItem) {
         let item = RememberItem {
             content: self.content,
             memory_type: self.memory_type,
@@ -296,8 +320,8 @@ impl From<RememberOutcome> for RememberResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RememberBatchBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// The memories (required).
     pub memories: Vec<RememberItem>,
 }
@@ -313,8 +337,8 @@ pub struct RememberBatchResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallBody {
-    /// Whose memories (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// What to look for (required).
     pub query: String,
     /// Only these types.
@@ -413,8 +437,8 @@ impl RecallResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildContextBody {
-    /// Whose memories (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// What the context is for (required).
     pub query: String,
     /// Token budget of the block (default 2000).
@@ -438,6 +462,10 @@ pub struct ContextMetadata {
     pub tokens_used: usize,
     /// Source files that changed or vanished; their memories were left out.
     pub stale_files: Vec<String>,
+    /// Suspicious memories quoted in the block's "Untrusted notes" fence.
+    pub untrusted_fenced: usize,
+    /// Suspicious memories left out (`screening.untrusted = "omit"`).
+    pub untrusted_withheld: usize,
 }
 
 /// Answer of build_context.
@@ -453,8 +481,8 @@ pub struct BuildContextResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssociateBody {
-    /// Owner of both memories (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Source (required).
     pub from_id: String,
     /// Target (required).
@@ -485,7 +513,7 @@ pub struct AssociationView {
 impl From<Association> for AssociationView {
     fn from(a: Association) -> Self {
         Self {
-            agent_id: a.agent_id.as_str().to_string(),
+            agent_id: a.agent_id.local().to_string(),
             from_id: a.from_id.0,
             to_id: a.to_id.0,
             relation: a.relation,
@@ -499,8 +527,8 @@ impl From<Association> for AssociationView {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpreadingActivationBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// Start memory (required).
     pub seed_id: String,
     /// Hops (default 2, 1..=5).
@@ -531,8 +559,8 @@ pub struct SpreadingActivationResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForgetBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// One memory to forget.
     pub id: Option<String>,
     /// Or: forget memories that keyword-match this query.
@@ -556,16 +584,16 @@ pub struct ForgetResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentBody {
-    /// The agent (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
 }
 
 /// `POST /tools/extract_turn`: one user/assistant exchange to mine for memories.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtractTurnBody {
-    /// Owner (required).
-    pub agent_id: String,
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
     /// The user's message (required; may be empty if the reply is not).
     pub user: String,
     /// The assistant's reply (required; may be empty if the message is not).
@@ -668,7 +696,7 @@ impl ReflectResponse {
     /// Build from stats.
     pub fn new(agent: &AgentId, s: AgentStats) -> Self {
         Self {
-            agent_id: agent.as_str().to_string(),
+            agent_id: agent.local().to_string(),
             total: s.total,
             by_type: s.by_type,
             by_status: s.by_status,
@@ -716,7 +744,7 @@ impl From<ConsolidationRun> for RunView {
     fn from(r: ConsolidationRun) -> Self {
         Self {
             id: r.id,
-            agent_id: r.agent_id.map(|a| a.as_str().to_string()),
+            agent_id: r.agent_id.map(|a| a.local().to_string()),
             trigger: r.trigger,
             started_at: r.started_at,
             finished_at: r.finished_at,

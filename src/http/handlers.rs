@@ -11,6 +11,7 @@ use axum::Json;
 use mnemos_actors::error::MemoryError;
 use mnemos_actors::supervisor::ChildKind;
 
+use super::identity::{Authenticated, MaybeAuthenticated};
 use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::{ApiError, ErrorBody};
@@ -27,108 +28,121 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 /// Store one memory.
 #[utoipa::path(post, path = "/tools/remember", request_body = RememberBody,
     responses((status = 201, body = RememberResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn remember(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<RememberBody>,
 ) -> ApiResult<(StatusCode, Json<RememberResponse>)> {
-    let response = tools::remember(&state.runtime, body).await?;
+    let response = tools::remember(&state.runtime, &caller, body).await?;
     Ok((StatusCode::CREATED, Json(response)))
 }
 
 /// Store several memories atomically.
 #[utoipa::path(post, path = "/tools/remember_batch", request_body = RememberBatchBody,
     responses((status = 201, body = RememberBatchResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn remember_batch(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<RememberBatchBody>,
 ) -> ApiResult<(StatusCode, Json<RememberBatchResponse>)> {
-    let response = tools::remember_batch(&state.runtime, body).await?;
+    let response = tools::remember_batch(&state.runtime, &caller, body).await?;
     Ok((StatusCode::CREATED, Json(response)))
 }
 
 /// Mine one user/assistant exchange for memories worth keeping.
 #[utoipa::path(post, path = "/tools/extract_turn", request_body = ExtractTurnBody,
     responses((status = 200, body = ExtractTurnResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn extract_turn(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<ExtractTurnBody>,
 ) -> ApiResult<Json<ExtractTurnResponse>> {
-    Ok(Json(tools::extract_turn(&state.runtime, body).await?))
+    Ok(Json(
+        tools::extract_turn(&state.runtime, &caller, body).await?,
+    ))
 }
 
 /// Recall the memories that matter for a query.
 #[utoipa::path(post, path = "/tools/recall", request_body = RecallBody,
     responses((status = 200, body = RecallResponse), (status = 400, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn recall(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<RecallBody>,
 ) -> ApiResult<Json<RecallResponse>> {
-    Ok(Json(tools::recall(&state.runtime, body).await?))
+    Ok(Json(tools::recall(&state.runtime, &caller, body).await?))
 }
 
 /// Assemble a ready-to-inject context block within a token budget.
 #[utoipa::path(post, path = "/tools/build_context", request_body = BuildContextBody,
     responses((status = 200, body = BuildContextResponse), (status = 400, body = ErrorBody),
         (status = 403, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn build_context(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<BuildContextBody>,
 ) -> ApiResult<Json<BuildContextResponse>> {
     Ok(Json(
-        tools::build_context(&state.runtime, &state.project_roots, body).await?,
+        tools::build_context(&state.runtime, &caller, &state.project_roots, body).await?,
     ))
 }
 
 /// Link two memories.
 #[utoipa::path(post, path = "/tools/associate", request_body = AssociateBody,
     responses((status = 201, body = AssociationView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn associate(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<AssociateBody>,
 ) -> ApiResult<(StatusCode, Json<AssociationView>)> {
-    let edge = tools::associate(&state.runtime, body).await?;
+    let edge = tools::associate(&state.runtime, &caller, body).await?;
     Ok((StatusCode::CREATED, Json(edge)))
 }
 
 /// Spread activation from a memory through its associations.
 #[utoipa::path(post, path = "/tools/spreading_activation", request_body = SpreadingActivationBody,
     responses((status = 200, body = SpreadingActivationResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn spreading_activation(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<SpreadingActivationBody>,
 ) -> ApiResult<Json<SpreadingActivationResponse>> {
     Ok(Json(
-        tools::spreading_activation(&state.runtime, body).await?,
+        tools::spreading_activation(&state.runtime, &caller, body).await?,
     ))
 }
 
 /// Forget (archive) a memory or the memories matching a query.
 #[utoipa::path(post, path = "/tools/forget", request_body = ForgetBody,
     responses((status = 200, body = ForgetResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn forget(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<ForgetBody>,
 ) -> ApiResult<Json<ForgetResponse>> {
-    Ok(Json(tools::forget(&state.runtime, body).await?))
+    Ok(Json(tools::forget(&state.runtime, &caller, body).await?))
 }
 
 /// Run a consolidation pass for an agent now.
 #[utoipa::path(post, path = "/tools/consolidate", request_body = AgentBody,
     responses((status = 200, body = RunView), (status = 400, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn consolidate(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<AgentBody>,
 ) -> ApiResult<Json<RunView>> {
-    Ok(Json(tools::consolidate(&state.runtime, body, "api").await?))
+    Ok(Json(
+        tools::consolidate(&state.runtime, &caller, body, "api").await?,
+    ))
 }
 
 /// Archive idle sessions now (what the 03:00 job does): each session idle for
@@ -136,19 +150,25 @@ pub async fn consolidate(
 #[utoipa::path(post, path = "/v1/admin/archive",
     responses((status = 200, body = RunView), (status = 503, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
-pub async fn archive(State(state): Shared) -> ApiResult<Json<RunView>> {
-    Ok(Json(memories::archive(&state.runtime, "api").await?))
+pub async fn archive(
+    State(state): Shared,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<Json<RunView>> {
+    Ok(Json(
+        memories::archive(&state.runtime, &caller, "api").await?,
+    ))
 }
 
 /// Statistics of an agent's memories.
 #[utoipa::path(post, path = "/tools/reflect", request_body = AgentBody,
     responses((status = 200, body = ReflectResponse), (status = 400, body = ErrorBody)))]
-#[tracing::instrument(skip_all, fields(agent_id = %body.agent_id))]
+#[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn reflect(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<AgentBody>,
 ) -> ApiResult<Json<ReflectResponse>> {
-    Ok(Json(tools::reflect(&state.runtime, body).await?))
+    Ok(Json(tools::reflect(&state.runtime, &caller, body).await?))
 }
 
 /// Version history of a memory.
@@ -157,9 +177,12 @@ pub async fn reflect(
 #[tracing::instrument(skip_all, fields(memory_id = %body.id))]
 pub async fn memory_history(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<HistoryBody>,
 ) -> ApiResult<Json<HistoryResponse>> {
-    Ok(Json(tools::memory_history(&state.runtime, body).await?))
+    Ok(Json(
+        tools::memory_history(&state.runtime, &caller, body).await?,
+    ))
 }
 
 /// Browse an agent's memories, newest first.
@@ -167,9 +190,12 @@ pub async fn memory_history(
     responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody)))]
 pub async fn list_memories(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListResponse>> {
-    Ok(Json(memories::list_memories(&state.runtime, params).await?))
+    Ok(Json(
+        memories::list_memories(&state.runtime, &caller, params).await?,
+    ))
 }
 
 /// One memory.
@@ -177,11 +203,12 @@ pub async fn list_memories(
     responses((status = 200, body = MemoryView), (status = 404, body = ErrorBody)))]
 pub async fn get_memory(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<MemoryView>> {
     Ok(Json(
-        memories::get_memory(&state.runtime, id, params).await?,
+        memories::get_memory(&state.runtime, &caller, id, params).await?,
     ))
 }
 
@@ -190,12 +217,13 @@ pub async fn get_memory(
     responses((status = 200, body = MemoryView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn patch_memory(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
     ApiJson(body): ApiJson<PatchBody>,
 ) -> ApiResult<Json<MemoryView>> {
     Ok(Json(
-        memories::patch_memory(&state.runtime, id, params, body).await?,
+        memories::patch_memory(&state.runtime, &caller, id, params, body).await?,
     ))
 }
 
@@ -204,11 +232,12 @@ pub async fn patch_memory(
     responses((status = 200, body = DeleteResponse), (status = 404, body = ErrorBody)))]
 pub async fn delete_memory(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<DeleteResponse>> {
     Ok(Json(
-        memories::delete_memory(&state.runtime, id, params).await?,
+        memories::delete_memory(&state.runtime, &caller, id, params).await?,
     ))
 }
 
@@ -217,11 +246,12 @@ pub async fn delete_memory(
     responses((status = 200, body = HistoryResponse), (status = 404, body = ErrorBody)))]
 pub async fn memory_history_resource(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<AgentParam>,
 ) -> ApiResult<Json<HistoryResponse>> {
     Ok(Json(
-        memories::memory_history(&state.runtime, id, params).await?,
+        memories::memory_history(&state.runtime, &caller, id, params).await?,
     ))
 }
 
@@ -230,16 +260,18 @@ pub async fn memory_history_resource(
     responses((status = 200, body = RunsResponse), (status = 400, body = ErrorBody)))]
 pub async fn cognition_runs(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiQuery(params): ApiQuery<RunsParams>,
 ) -> ApiResult<Json<RunsResponse>> {
     Ok(Json(
-        memories::cognition_runs(&state.runtime, params).await?,
+        memories::cognition_runs(&state.runtime, &caller, params).await?,
     ))
 }
 
 /// Make an actor fail (only with `server.fault_injection = true`; for supervision tests).
 pub async fn inject_fault(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(child): Path<String>,
 ) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
     if !state.fault_injection {
@@ -254,6 +286,7 @@ pub async fn inject_fault(
             "unknown actor; use working, episodic, vectors, graph, namespaces, consolidator or cognition",
         )
     })?;
+    caller.require(crate::auth::Scope::Admin)?;
     state.runtime.inject_fault(kind)?;
     Ok((
         StatusCode::ACCEPTED,
@@ -261,15 +294,32 @@ pub async fn inject_fault(
     ))
 }
 
-/// Liveness, per-backend and per-actor state.
+/// Liveness; per-backend and per-actor state for an admin (or with `auth.public_metrics`).
 #[utoipa::path(get, path = "/health", responses((status = 200, body = HealthView)))]
-pub async fn health(State(state): Shared) -> Json<HealthView> {
-    Json(crate::contract::health::health(&state.runtime, state.started).await)
+pub async fn health(
+    State(state): Shared,
+    MaybeAuthenticated(caller): MaybeAuthenticated,
+) -> Json<HealthView> {
+    let detail = state.public_metrics
+        || caller.is_some_and(|c| c.require(crate::auth::Scope::Admin).is_ok());
+    Json(crate::contract::health::health(&state.runtime, state.started, detail).await)
 }
 
-/// Prometheus metrics.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String, content_type = "text/plain")))]
-pub async fn metrics(State(state): Shared) -> impl IntoResponse {
+/// Prometheus metrics (an admin key, unless `auth.public_metrics`).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String, content_type = "text/plain"),
+    (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn metrics(
+    State(state): Shared,
+    MaybeAuthenticated(caller): MaybeAuthenticated,
+) -> ApiResult<impl IntoResponse> {
+    if !state.public_metrics {
+        let caller = caller.ok_or_else(|| {
+            crate::auth::unauthenticated(
+                "/metrics needs an admin key: send Authorization: Bearer <key>",
+            )
+        })?;
+        caller.require(crate::auth::Scope::Admin)?;
+    }
     let health = state.runtime.health().await;
     metrics::gauge!("mnemos_mcp_sessions").set(
         state
@@ -295,8 +345,8 @@ pub async fn metrics(State(state): Shared) -> impl IntoResponse {
         metrics::gauge!("mnemos_projection_reads_fallback", "projection" => projection.name.clone())
             .set(projection.reads_fallback as f64);
     }
-    (
+    Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),
-    )
+    ))
 }

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::Json;
 
 use super::handlers::{ApiResult, Shared};
+use super::identity::Authenticated;
 use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::ErrorBody;
@@ -21,11 +22,12 @@ use crate::contract::kv::{
     responses((status = 200, body = NamespaceConfigureResponse), (status = 400, body = ErrorBody)))]
 pub async fn configure_namespace(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(namespace): Path<String>,
     ApiJson(body): ApiJson<NamespaceConfigureBody>,
 ) -> ApiResult<Json<NamespaceConfigureResponse>> {
     Ok(Json(
-        kv::kv_configure(&state.runtime, &namespace, body).await?,
+        kv::kv_configure(&state.runtime, &caller, &namespace, body).await?,
     ))
 }
 
@@ -34,10 +36,11 @@ pub async fn configure_namespace(
     responses((status = 200, body = NamespaceStatsView), (status = 404, body = ErrorBody)))]
 pub async fn namespace_stats(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(namespace): Path<String>,
 ) -> ApiResult<Json<NamespaceStatsView>> {
     let body = KvStatsBody::of_path(namespace);
-    Ok(Json(kv::kv_stats(&state.runtime, body).await?))
+    Ok(Json(kv::kv_stats(&state.runtime, &caller, body).await?))
 }
 
 /// Write an entry (201 when the key is new, 200 when it replaced a value).
@@ -46,11 +49,12 @@ pub async fn namespace_stats(
     responses((status = 201, body = KvPutResponse), (status = 200, body = KvPutResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn put_entry(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path((namespace, key)): Path<(String, String)>,
     ApiJson(body): ApiJson<KvPutRestBody>,
 ) -> ApiResult<(StatusCode, Json<KvPutResponse>)> {
     let body = body.into_tool_body(namespace, key);
-    let response = kv::kv_put(&state.runtime, body).await?;
+    let response = kv::kv_put(&state.runtime, &caller, body).await?;
     let status = if response.created {
         StatusCode::CREATED
     } else {
@@ -65,10 +69,11 @@ pub async fn put_entry(
     responses((status = 200, body = KvEntryView), (status = 404, body = ErrorBody)))]
 pub async fn get_entry(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path((namespace, key)): Path<(String, String)>,
 ) -> ApiResult<Json<KvEntryView>> {
     let body = KvKeyBody::of_path(namespace, key);
-    Ok(Json(kv::kv_get(&state.runtime, body).await?))
+    Ok(Json(kv::kv_get(&state.runtime, &caller, body).await?))
 }
 
 /// Remove an entry.
@@ -77,10 +82,11 @@ pub async fn get_entry(
     responses((status = 200, body = KvDeleteResponse), (status = 404, body = ErrorBody)))]
 pub async fn delete_entry(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path((namespace, key)): Path<(String, String)>,
 ) -> ApiResult<Json<KvDeleteResponse>> {
     let body = KvKeyBody::of_path(namespace, key);
-    Ok(Json(kv::kv_delete(&state.runtime, body).await?))
+    Ok(Json(kv::kv_delete(&state.runtime, &caller, body).await?))
 }
 
 /// Entries (optionally with a tag), most recently used first.
@@ -89,11 +95,14 @@ pub async fn delete_entry(
     responses((status = 200, body = KvListResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list_entries(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(namespace): Path<String>,
     ApiQuery(params): ApiQuery<KvListParams>,
 ) -> ApiResult<Json<KvListResponse>> {
     let body = params.into_tool_body(namespace);
-    Ok(Json(kv::kv_list_by_tag(&state.runtime, body).await?))
+    Ok(Json(
+        kv::kv_list_by_tag(&state.runtime, &caller, body).await?,
+    ))
 }
 
 /// Ranked text search over a namespace's keys, tags and values.
@@ -102,9 +111,10 @@ pub async fn list_entries(
     responses((status = 200, body = KvSearchResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn search_entries(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(namespace): Path<String>,
     ApiJson(body): ApiJson<KvSearchRestBody>,
 ) -> ApiResult<Json<KvSearchResponse>> {
     let body = body.into_tool_body(namespace);
-    Ok(Json(kv::kv_search(&state.runtime, body).await?))
+    Ok(Json(kv::kv_search(&state.runtime, &caller, body).await?))
 }

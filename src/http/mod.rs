@@ -3,8 +3,10 @@
 //! Handlers only move path parameters and extracted bodies into `crate::contract` calls;
 //! the full router (with `/mcp`, the proxy and `/metrics`) is composed in `crate::router`.
 
+pub mod admin;
 pub mod guard;
 pub mod handlers;
+pub mod identity;
 pub mod kv;
 pub mod openapi;
 pub mod projects;
@@ -176,6 +178,23 @@ pub fn routes() -> Router<Arc<AppState>> {
         )
         .route("/v1/sessions/{id}/compact", post(sessions::compact))
         .route("/v1/admin/archive", post(handlers::archive))
+        .route(
+            "/v1/admin/keys",
+            get(admin::list_keys).post(admin::create_key),
+        )
+        .route(
+            "/v1/admin/keys/{id}",
+            axum::routing::delete(admin::revoke_key),
+        )
+        .route("/v1/admin/audit", get(admin::audit_log))
+        .route(
+            "/v1/agents/{agent}",
+            axum::routing::delete(admin::erase_agent),
+        )
+        .route(
+            "/v1/tenants/{tenant}",
+            axum::routing::delete(admin::erase_tenant),
+        )
         .route(
             "/v1/admin/actors/{child}/fail",
             post(handlers::inject_fault),

@@ -4,10 +4,10 @@
 use axum::Json;
 
 use super::handlers::{ApiResult, Shared};
+use super::identity::Authenticated;
 use super::ApiPath as Path;
 use super::{ApiJson, ApiQuery};
 use crate::contract::errors::ErrorBody;
-use crate::contract::parse::required;
 use crate::contract::projects::{
     self, AttachSessionBody, ProjectListBody, ProjectOwnerParam, ProjectPutRestBody, ProjectView,
     ProjectsResponse,
@@ -20,11 +20,14 @@ use axum::extract::State;
     responses((status = 200, body = ProjectView), (status = 400, body = ErrorBody)))]
 pub async fn put_project(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(project_id): Path<String>,
     ApiJson(body): ApiJson<ProjectPutRestBody>,
 ) -> ApiResult<Json<ProjectView>> {
     let body = body.into_tool_body(project_id);
-    Ok(Json(projects::project_put(&state.runtime, body).await?))
+    Ok(Json(
+        projects::project_put(&state.runtime, &caller, body).await?,
+    ))
 }
 
 /// An agent's projects.
@@ -32,11 +35,15 @@ pub async fn put_project(
     responses((status = 200, body = ProjectsResponse), (status = 400, body = ErrorBody)))]
 pub async fn list_projects(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     ApiQuery(params): ApiQuery<ProjectOwnerParam>,
 ) -> ApiResult<Json<ProjectsResponse>> {
-    let agent_id = required("agent_id", params.agent_id)?;
-    let body = ProjectListBody { agent_id };
-    Ok(Json(projects::project_list(&state.runtime, body).await?))
+    let body = ProjectListBody {
+        agent_id: params.agent_id,
+    };
+    Ok(Json(
+        projects::project_list(&state.runtime, &caller, body).await?,
+    ))
 }
 
 /// One project with its sessions.
@@ -44,11 +51,12 @@ pub async fn list_projects(
     responses((status = 200, body = ProjectView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_project(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path(project_id): Path<String>,
     ApiQuery(params): ApiQuery<ProjectOwnerParam>,
 ) -> ApiResult<Json<ProjectView>> {
     Ok(Json(
-        projects::project_get(&state.runtime, &project_id, params).await?,
+        projects::project_get(&state.runtime, &caller, &project_id, params).await?,
     ))
 }
 
@@ -58,11 +66,12 @@ pub async fn get_project(
     responses((status = 200, body = ProjectView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn attach_session(
     State(state): Shared,
+    Authenticated(caller): Authenticated,
     Path((project_id, session_id)): Path<(String, String)>,
     ApiJson(body): ApiJson<AttachSessionBody>,
 ) -> ApiResult<Json<ProjectView>> {
     let runtime = &state.runtime;
     Ok(Json(
-        projects::project_attach_session(runtime, &project_id, &session_id, body).await?,
+        projects::project_attach_session(runtime, &caller, &project_id, &session_id, body).await?,
     ))
 }

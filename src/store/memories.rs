@@ -376,6 +376,128 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         Ok(ids.into_iter().map(MemoryId).collect())
     }
 
+    async fn erase_agent(
+        &self,
+        agent: &AgentId,
+    ) -> MemoryResult<mnemos_actors::store::ErasedRecords> {
+        let mut tx = self.write_transaction().await?;
+        let by_agent = |sql: &'static str| Statement::new(sql, [Arg::Text(agent.as_str())]);
+        let mut erased = mnemos_actors::store::ErasedRecords::default();
+        let memories = rows::<D>(
+            &mut tx,
+            &by_agent("SELECT id, session_id FROM memories WHERE agent_id = $1"),
+        )
+        .await?;
+        let mut sessions: Vec<String> = Vec::new();
+        for row in &memories {
+            erased.memory_ids.push(MemoryId(row.text("id")?));
+            if let Some(session) = row.optional_text("session_id")? {
+                if !sessions.contains(&session) {
+                    sessions.push(session);
+                }
+            }
+        }
+        for row in rows::<D>(
+            &mut tx,
+            &by_agent(
+                "SELECT session_id FROM sessions WHERE agent_id = $1 \
+                 UNION SELECT session_id FROM session_archives WHERE agent_id = $1",
+            ),
+        )
+        .await?
+        {
+            let session = row.text("session_id")?;
+            if !sessions.contains(&session) {
+                sessions.push(session);
+            }
+        }
+        let count = |row: Option<&D::Row>| -> MemoryResult<u64> {
+            Ok(row.map(|r| r.integer("n")).transpose()?.unwrap_or(0).max(0) as u64)
+        };
+        let of_memories = "(SELECT id FROM memories WHERE agent_id = $1)";
+        erased.versions = count(
+            rows::<D>(
+                &mut tx,
+                &Statement::new(
+                    format!("SELECT COUNT(*) AS n FROM memory_versions WHERE memory_id IN {of_memories}"),
+                    [Arg::Text(agent.as_str())],
+                ),
+            )
+            .await?
+            .first(),
+        )?;
+        erased.embeddings = count(
+            rows::<D>(
+                &mut tx,
+                &Statement::new(
+                    format!("SELECT COUNT(*) AS n FROM memory_embeddings WHERE memory_id IN {of_memories}"),
+                    [Arg::Text(agent.as_str())],
+                ),
+            )
+            .await?
+            .first(),
+        )?;
+        // Edges first, so each leaves its own delete in the outbox for the graph projection.
+        erased.edges = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM associations WHERE agent_id = $1"),
+        )
+        .await?;
+        erased.memories = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM memories WHERE agent_id = $1"),
+        )
+        .await?;
+        erased.session_messages = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM session_messages WHERE agent_id = $1"),
+        )
+        .await?;
+        erased.sessions = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM sessions WHERE agent_id = $1"),
+        )
+        .await?;
+        run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM session_archives WHERE agent_id = $1"),
+        )
+        .await?;
+        run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM project_sessions WHERE agent_id = $1"),
+        )
+        .await?;
+        erased.projects = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM projects WHERE agent_id = $1"),
+        )
+        .await?;
+        erased.runs = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM consolidation_runs WHERE agent_id = $1"),
+        )
+        .await?;
+        erased.kv_entries = run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM kv_entries WHERE written_by = $1"),
+        )
+        .await?;
+        // Upserts not yet projected carry the agent's content; the deletes behind them
+        // are all a projection needs.
+        run::<D>(
+            &mut tx,
+            &by_agent("DELETE FROM outbox WHERE agent_id = $1 AND op = 'upsert'"),
+        )
+        .await?;
+        commit(tx).await?;
+        erased.session_ids = sessions
+            .into_iter()
+            .filter_map(|s| SessionId::parse(&s).ok())
+            .collect();
+        Ok(erased)
+    }
+
     async fn idle_sessions(
         &self,
         idle_before: DateTime<Utc>,

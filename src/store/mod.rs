@@ -8,6 +8,7 @@
 mod dialect;
 mod doctor;
 mod graph;
+mod keys;
 pub(crate) mod keyword;
 mod kv;
 mod memories;
@@ -72,6 +73,14 @@ impl SystemOfRecord {
 
     /// The same store as the projects store.
     pub fn projects(&self) -> Arc<dyn ProjectStore> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// The same store as the keeper of API keys and the audit log.
+    pub fn keys(&self) -> Arc<dyn crate::auth::keys::KeyStore> {
         match self {
             Self::Sqlite(store) => store.clone(),
             Self::Postgres(store) => store.clone(),

@@ -73,12 +73,14 @@ async fn the_sleep_cycle_turns_repeated_experience_into_recallable_knowledge_onc
     assert_eq!(run["report"]["clusters"][0]["provider"], "none");
 
     let derived = assert_status(
-        app.get(&format!("/v1/memories/{derived_id}")).await,
+        app.get(&format!("/v1/memories/{derived_id}?agent_id=sleeper"))
+            .await,
         StatusCode::OK,
     )
     .await;
     assert_eq!(derived["type"], "semantic");
     assert_eq!(derived["consolidation_level"], 1.0);
+    assert_eq!(derived["provenance"]["surface"], "sleep_cycle", "{derived}");
     assert!(
         derived["content"].as_str().unwrap().contains("Blue Bottle"),
         "{derived}"
@@ -151,7 +153,8 @@ async fn archival_summarises_idle_sessions_from_the_cli_step() {
         .unwrap()
         .to_string();
     let summary = assert_status(
-        app.get(&format!("/v1/memories/{summary_id}")).await,
+        app.get(&format!("/v1/memories/{summary_id}?agent_id=archivist"))
+            .await,
         StatusCode::OK,
     )
     .await;
@@ -418,8 +421,9 @@ async fn the_openai_provider_abstracts_a_cluster_with_a_real_llm() {
     );
     let derived = assert_status(
         app.get(&format!(
-            "/v1/memories/{}",
-            cluster["derived_id"].as_str().unwrap()
+            "/v1/memories/{}?agent_id={}",
+            cluster["derived_id"].as_str().unwrap(),
+            run["agent_id"].as_str().unwrap_or_default()
         ))
         .await,
         StatusCode::OK,

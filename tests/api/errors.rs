@@ -221,23 +221,30 @@ async fn recall_and_tools_reject_out_of_range_values() {
     let stored = app.remember("a", "patch me", json!({})).await;
     let id = stored["memory"]["id"].as_str().unwrap();
     assert_error(
-        app.patch(&format!("/v1/memories/{id}"), &json!({})).await,
+        app.patch(&format!("/v1/memories/{id}?agent_id=a"), &json!({}))
+            .await,
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("body"),
     )
     .await;
     assert_error(
-        app.patch(&format!("/v1/memories/{id}"), &json!({"status": "gone"}))
-            .await,
+        app.patch(
+            &format!("/v1/memories/{id}?agent_id=a"),
+            &json!({"status": "gone"}),
+        )
+        .await,
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("status"),
     )
     .await;
     assert_error(
-        app.patch(&format!("/v1/memories/{id}"), &json!({"importance": 3}))
-            .await,
+        app.patch(
+            &format!("/v1/memories/{id}?agent_id=a"),
+            &json!({"importance": 3}),
+        )
+        .await,
         StatusCode::BAD_REQUEST,
         "invalid_argument",
         Some("importance"),
@@ -249,30 +256,36 @@ async fn recall_and_tools_reject_out_of_range_values() {
 async fn unknown_ids_and_routes_are_not_found() {
     let app = spawn_app().await;
     assert_error(
-        app.get("/v1/memories/no-such-id").await,
+        app.get("/v1/memories/no-such-id?agent_id=a").await,
         StatusCode::NOT_FOUND,
         "not_found",
         Some("id"),
     )
     .await;
     assert_error(
-        app.patch("/v1/memories/no-such-id", &json!({"content": "x"}))
-            .await,
+        app.patch(
+            "/v1/memories/no-such-id?agent_id=a",
+            &json!({"content": "x"}),
+        )
+        .await,
         StatusCode::NOT_FOUND,
         "not_found",
         Some("id"),
     )
     .await;
     assert_error(
-        app.delete("/v1/memories/no-such-id").await,
+        app.delete("/v1/memories/no-such-id?agent_id=a").await,
         StatusCode::NOT_FOUND,
         "not_found",
         Some("id"),
     )
     .await;
     assert_error(
-        app.post("/tools/memory_history", &json!({"id": "no-such-id"}))
-            .await,
+        app.post(
+            "/tools/memory_history",
+            &json!({"agent_id": "bob", "id": "no-such-id"}),
+        )
+        .await,
         StatusCode::NOT_FOUND,
         "not_found",
         Some("id"),

@@ -109,7 +109,8 @@ async fn a_changed_preference_supersedes_the_old_one() {
     assert_eq!(new[0]["content"], "User: I prefer tea.");
     let old_id = old[0]["id"].as_str().unwrap_or("");
     let old_now = assert_status(
-        app.get(&format!("/v1/memories/{old_id}")).await,
+        app.get(&format!("/v1/memories/{old_id}?agent_id=pat"))
+            .await,
         StatusCode::OK,
     )
     .await;

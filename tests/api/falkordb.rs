@@ -256,7 +256,9 @@ async fn every_write_and_delete_reaches_the_falkordb_projection() {
                 .contains(&json!("graph"))));
 
     // A delete reaches the projection with its edges (mem0#3245 left the node behind).
-    let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
+    let deleted = app
+        .delete(&format!("/v1/memories/{}?agent_id=gia", ids[1]))
+        .await;
     assert_status(deleted, StatusCode::OK).await;
     assert!(converged(&app, &graph, "gia", 2, 0).await);
     // Forget archives: the node stays, with its new status.

@@ -224,7 +224,11 @@ async fn bodies_must_be_json_and_refused_ones_change_nothing() {
         )
         .await;
     }
-    let memory = assert_status(app.get(&format!("/v1/memories/{id}")).await, StatusCode::OK).await;
+    let memory = assert_status(
+        app.get(&format!("/v1/memories/{id}?agent_id=alice")).await,
+        StatusCode::OK,
+    )
+    .await;
     assert_eq!(memory["status"], "active", "{memory}");
     // JSON, with a charset or as a +json type, is accepted.
     let forgotten = assert_status(

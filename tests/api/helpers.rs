@@ -18,6 +18,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     /// The data directory (kept while the app lives).
     pub data_dir: PathBuf,
+    /// The API key every helper request carries (None: no `Authorization` header).
+    pub key: Option<String>,
     /// Owns the temporary directory unless a test passed its own.
     _temp: Option<tempfile::TempDir>,
     /// Fires the server's shutdown.
@@ -192,6 +194,86 @@ impl Drop for TestApp {
     }
 }
 
+/// A key to seed before a server starts (see [`seed_keys`]).
+pub struct KeySpec {
+    /// Its tenant.
+    pub tenant: &'static str,
+    /// The one agent it acts as (None: every agent of the tenant).
+    pub agent: Option<&'static str>,
+    /// What it may do.
+    pub scopes: &'static [mnemos::auth::Scope],
+    /// When it expires.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Revoked already.
+    pub revoked: bool,
+}
+
+/// Store these keys in the system of record `settings` name (as `mnemos keys create`
+/// would, plus expired and revoked ones it cannot make); returns each key's secret.
+pub async fn seed_keys(settings: &Settings, specs: &[KeySpec]) -> Vec<String> {
+    use mnemos::auth::keys::{generate, hash_secret, ApiKey};
+    use mnemos_actors::model::{AgentId, TenantId};
+    let record = mnemos::store::SystemOfRecord::open(settings)
+        .await
+        .expect("the system of record opens");
+    let store = record.keys();
+    let now = chrono::Utc::now();
+    let mut secrets = Vec::new();
+    for spec in specs {
+        let (id, secret, shown) = generate();
+        let key = ApiKey {
+            id,
+            name: format!("{}:{}", spec.tenant, spec.agent.unwrap_or("*")),
+            tenant: TenantId::parse(spec.tenant).expect("tenant id"),
+            agent: spec.agent.map(|a| AgentId::parse(a).expect("agent id")),
+            scopes: spec.scopes.to_vec(),
+            secret_hash: hash_secret(&secret),
+            created_at: now - chrono::Duration::hours(1),
+            last_used_at: None,
+            expires_at: spec.expires_at,
+            revoked_at: spec.revoked.then_some(now - chrono::Duration::minutes(1)),
+        };
+        store.create_key(&key).await.expect("key stored");
+        secrets.push(shown);
+    }
+    record.close().await;
+    secrets
+}
+
+/// The admin of the whole server: default tenant, every agent, every scope.
+pub const SERVER_ADMIN: KeySpec = KeySpec {
+    tenant: "default",
+    agent: None,
+    scopes: &[
+        mnemos::auth::Scope::Read,
+        mnemos::auth::Scope::Write,
+        mnemos::auth::Scope::Admin,
+    ],
+    expires_at: None,
+    revoked: false,
+};
+
+/// Start a server with `auth.mode = "keys"` on a fresh data directory, with the keys of
+/// `specs` seeded; the app's own requests carry the first key. Returns the secrets.
+pub async fn spawn_with_keys(specs: &[KeySpec]) -> (TestApp, Vec<String>) {
+    spawn_with_keys_and(specs, |_| {}).await
+}
+
+/// [`spawn_with_keys`] with settings changed by `change` first.
+pub async fn spawn_with_keys_and(
+    specs: &[KeySpec],
+    change: impl FnOnce(&mut Settings),
+) -> (TestApp, Vec<String>) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(temp.path());
+    settings.auth.mode = "keys".into();
+    change(&mut settings);
+    let secrets = seed_keys(&settings, specs).await;
+    let mut app = spawn_with(settings, Some(temp)).await;
+    app.key = secrets.first().cloned();
+    (app, secrets)
+}
+
 /// Start a server on a fresh data directory.
 pub async fn spawn_app() -> TestApp {
     let temp = tempfile::tempdir().expect("temp dir");
@@ -220,6 +302,7 @@ pub async fn try_spawn_with(
         address,
         client: reqwest::Client::new(),
         data_dir,
+        key: None,
         _temp: temp,
         shutdown: Some(tx),
         server: Some(server),
@@ -227,10 +310,46 @@ pub async fn try_spawn_with(
 }
 
 impl TestApp {
+    /// The `Authorization` header of [`Self::key`], if any.
+    fn auth_header(&self) -> reqwest::header::HeaderMap {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(key) = &self.key {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {key}")
+                    .parse()
+                    .expect("a key is a header value"),
+            );
+        }
+        headers
+    }
+
+    /// Send `method path` with an optional JSON body and this `Authorization` header
+    /// value (None: no header), whatever [`Self::key`] is.
+    pub async fn send_as(
+        &self,
+        authorization: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Response {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.address));
+        if let Some(value) = authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        request.send().await.expect("request sent")
+    }
+
     /// POST JSON to a path.
     pub async fn post(&self, path: &str, body: &Value) -> Response {
         self.client
             .post(format!("{}{path}", self.address))
+            .headers(self.auth_header())
             .json(body)
             .send()
             .await
@@ -241,6 +360,7 @@ impl TestApp {
     pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Response {
         self.client
             .post(format!("{}{path}", self.address))
+            .headers(self.auth_header())
             .header("content-type", "application/json")
             .body(body)
             .send()
@@ -252,6 +372,7 @@ impl TestApp {
     pub async fn get(&self, path: &str) -> Response {
         self.client
             .get(format!("{}{path}", self.address))
+            .headers(self.auth_header())
             .send()
             .await
             .expect("request sent")
@@ -261,6 +382,7 @@ impl TestApp {
     pub async fn patch(&self, path: &str, body: &Value) -> Response {
         self.client
             .patch(format!("{}{path}", self.address))
+            .headers(self.auth_header())
             .json(body)
             .send()
             .await
@@ -271,6 +393,7 @@ impl TestApp {
     pub async fn delete(&self, path: &str) -> Response {
         self.client
             .delete(format!("{}{path}", self.address))
+            .headers(self.auth_header())
             .send()
             .await
             .expect("request sent")

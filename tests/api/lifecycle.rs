@@ -39,8 +39,11 @@ async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
     )
     .await;
     assert_status(
-        app.patch(&format!("/v1/memories/{a}"), &json!({"importance": 0.9}))
-            .await,
+        app.patch(
+            &format!("/v1/memories/{a}?agent_id=alice"),
+            &json!({"importance": 0.9}),
+        )
+        .await,
         StatusCode::OK,
     )
     .await;
@@ -52,7 +55,11 @@ async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
         health["backends"]["vectors"]["indexed"], 2,
         "the index is rebuilt from stored vectors"
     );
-    let memory = assert_status(app.get(&format!("/v1/memories/{a}")).await, StatusCode::OK).await;
+    let memory = assert_status(
+        app.get(&format!("/v1/memories/{a}?agent_id=alice")).await,
+        StatusCode::OK,
+    )
+    .await;
     assert_eq!(memory["importance"], 0.9);
     assert_eq!(memory["tags"], json!(["db"]));
     let found = app
@@ -65,7 +72,8 @@ async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
         .iter()
         .any(|m| m == "vector"));
     let history = assert_status(
-        app.get(&format!("/v1/memories/{a}/history")).await,
+        app.get(&format!("/v1/memories/{a}/history?agent_id=alice"))
+            .await,
         StatusCode::OK,
     )
     .await;
@@ -152,7 +160,11 @@ async fn a_failed_actor_is_restarted_and_no_acknowledged_write_is_lost() {
     );
 
     for id in &acknowledged {
-        assert_status(app.get(&format!("/v1/memories/{id}")).await, StatusCode::OK).await;
+        assert_status(
+            app.get(&format!("/v1/memories/{id}?agent_id=load")).await,
+            StatusCode::OK,
+        )
+        .await;
     }
     let health: serde_json::Value = app.get("/health").await.json().await.unwrap();
     assert_eq!(

@@ -111,7 +111,9 @@ async fn every_write_and_delete_reaches_the_neo4j_projection() {
         "recall never read the caught-up Neo4j projection"
     );
 
-    let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
+    let deleted = app
+        .delete(&format!("/v1/memories/{}?agent_id={agent}", ids[1]))
+        .await;
     assert_status(deleted, StatusCode::OK).await;
     let removed = eventually(Duration::from_secs(60), || async {
         graph.counts(&agent_id).await.ok() == Some((2, 0))

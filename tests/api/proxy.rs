@@ -473,3 +473,76 @@ async fn upstream_errors_pass_through_and_mnemos_errors_are_typed() {
         .unwrap()
         .contains("proxy.upstream_url"));
 }
+
+#[tokio::test]
+async fn with_keys_the_clients_api_key_is_its_mnemos_key_and_never_goes_upstream() {
+    use mnemos::auth::Scope;
+    let (upstream, recorded) = recording_upstream().await;
+    let (app, secrets) = spawn_with_keys_and(
+        &[
+            KeySpec {
+                tenant: "acme",
+                agent: Some("pia"),
+                scopes: &[Scope::Read, Scope::Write],
+                expires_at: None,
+                revoked: false,
+            },
+            KeySpec {
+                tenant: "acme",
+                agent: Some("pia"),
+                scopes: &[Scope::Read],
+                expires_at: None,
+                revoked: false,
+            },
+        ],
+        |settings| {
+            settings.proxy.upstream_url = upstream.clone();
+            settings.proxy.api_key = "sk-upstream-of-the-operator".into();
+        },
+    )
+    .await;
+    remember_billing_facts(&app, "pia").await;
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "Which database does billing use?"}]});
+    // Only base_url and api_key: the key names the agent.
+    let bearer = format!("Bearer {}", secrets[0]);
+    let response = chat(&app, &[("authorization", bearer.as_str())], body.clone()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_ne!(response.headers()["x-mnemos-memories-injected"], "0");
+    {
+        let recorded = recorded.lock().unwrap();
+        assert_eq!(
+            recorded.authorization[0].as_deref(),
+            Some("Bearer sk-upstream-of-the-operator"),
+            "the operator's upstream key goes upstream, never the mnemos key"
+        );
+        assert!(recorded.bodies[0].to_string().contains("PostgreSQL 16"));
+    }
+    // No key, or a read-only key (the proxy remembers the exchange), is refused before
+    // anything reaches the upstream.
+    assert_eq!(
+        chat(&app, &[], body.clone()).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let reader = format!("Bearer {}", secrets[1]);
+    assert_eq!(
+        chat(&app, &[("authorization", reader.as_str())], body.clone())
+            .await
+            .status(),
+        StatusCode::FORBIDDEN
+    );
+    // Naming another agent than the key's is refused too.
+    assert_eq!(
+        chat(
+            &app,
+            &[
+                ("authorization", bearer.as_str()),
+                ("x-mnemos-agent-id", "bob")
+            ],
+            body
+        )
+        .await
+        .status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(recorded.lock().unwrap().bodies.len(), 1);
+}

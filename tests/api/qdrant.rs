@@ -108,7 +108,9 @@ async fn memories_reach_the_qdrant_collection_and_leave_it_on_delete_and_forget(
         "recall never read the caught-up Qdrant projection"
     );
 
-    let deleted = app.delete(&format!("/v1/memories/{}", ids[1])).await;
+    let deleted = app
+        .delete(&format!("/v1/memories/{}?agent_id=qa", ids[1]))
+        .await;
     assert_status(deleted, StatusCode::OK).await;
     let forgot = app
         .post("/tools/forget", &json!({"agent_id": "qa", "id": ids[2]}))

@@ -116,7 +116,7 @@ async fn patch_keeps_every_previous_version_and_reindexes() {
     assert_eq!(patched["type"], "semantic");
     let retitled = assert_status(
         app.patch(
-            &format!("/v1/memories/{id}"),
+            &format!("/v1/memories/{id}?agent_id=u"),
             &json!({"title": "home", "tags": ["home"]}),
         )
         .await,
@@ -154,7 +154,7 @@ async fn patch_keeps_every_previous_version_and_reindexes() {
 
     let archived = assert_status(
         app.patch(
-            &format!("/v1/memories/{id}"),
+            &format!("/v1/memories/{id}?agent_id=u"),
             &json!({"status": "archived"}),
         )
         .await,
@@ -167,8 +167,11 @@ async fn patch_keeps_every_previous_version_and_reindexes() {
         .unwrap()
         .is_empty());
     let active = assert_status(
-        app.patch(&format!("/v1/memories/{id}"), &json!({"status": "active"}))
-            .await,
+        app.patch(
+            &format!("/v1/memories/{id}?agent_id=u"),
+            &json!({"status": "active"}),
+        )
+        .await,
         StatusCode::OK,
     )
     .await;
@@ -207,21 +210,22 @@ async fn delete_removes_the_memory_its_history_and_its_edges() {
     .await;
     assert_eq!(deleted["deleted"], a.as_str());
     assert_error(
-        app.get(&format!("/v1/memories/{a}")).await,
+        app.get(&format!("/v1/memories/{a}?agent_id=d")).await,
         StatusCode::NOT_FOUND,
         "not_found",
         None,
     )
     .await;
     assert_error(
-        app.get(&format!("/v1/memories/{a}/history")).await,
+        app.get(&format!("/v1/memories/{a}/history?agent_id=d"))
+            .await,
         StatusCode::NOT_FOUND,
         "not_found",
         None,
     )
     .await;
     assert_error(
-        app.delete(&format!("/v1/memories/{a}")).await,
+        app.delete(&format!("/v1/memories/{a}?agent_id=d")).await,
         StatusCode::NOT_FOUND,
         "not_found",
         None,

@@ -268,13 +268,14 @@ async fn forget_archives_without_deleting_and_supports_dry_runs() {
         .collect();
     assert_eq!(ids, vec![b["memory"]["id"].as_str().unwrap()]);
     let kept = assert_status(
-        app.get(&format!("/v1/memories/{id_a}")).await,
+        app.get(&format!("/v1/memories/{id_a}?agent_id=f")).await,
         StatusCode::OK,
     )
     .await;
     assert_eq!(kept["status"], "archived");
     let history = assert_status(
-        app.get(&format!("/v1/memories/{id_a}/history")).await,
+        app.get(&format!("/v1/memories/{id_a}/history?agent_id=f"))
+            .await,
         StatusCode::OK,
     )
     .await;
@@ -674,13 +675,15 @@ async fn a_contradicting_fact_supersedes_the_old_one_which_keeps_its_history() {
         .await;
     assert_eq!(tokyo["superseded"], json!([paris_id]));
     let old = assert_status(
-        app.get(&format!("/v1/memories/{paris_id}")).await,
+        app.get(&format!("/v1/memories/{paris_id}?agent_id=c"))
+            .await,
         StatusCode::OK,
     )
     .await;
     assert_eq!(old["status"], "superseded");
     let history = assert_status(
-        app.get(&format!("/v1/memories/{paris_id}/history")).await,
+        app.get(&format!("/v1/memories/{paris_id}/history?agent_id=c"))
+            .await,
         StatusCode::OK,
     )
     .await;
@@ -754,7 +757,7 @@ async fn facts_stated_without_a_type_are_kept_consistent() {
     assert_eq!(bob["superseded"], json!([]), "{bob}");
     let old = assert_status(
         app.get(&format!(
-            "/v1/memories/{}",
+            "/v1/memories/{}?agent_id=u",
             alice["memory"]["id"].as_str().unwrap()
         ))
         .await,

@@ -496,6 +496,7 @@ async fn commit_cluster(
         metadata: serde_json::json!({
             "derived_from": source_ids,
             "inner_thought": thought.provider,
+            crate::model::PROVENANCE_KEY: { "surface": "sleep_cycle" },
         }),
         ..product_of_consolidation(
             agent,
@@ -747,6 +748,7 @@ async fn archive_session(
             "session_span": { "from": idle.first_at, "to": idle.last_at },
             "memories": memories.len(),
             "inner_thought": thought.provider,
+            crate::model::PROVENANCE_KEY: { "surface": "archival", "session_id": idle.session_id.as_str() },
         }),
         ..product_of_consolidation(
             &idle.agent_id,
@@ -1278,6 +1280,9 @@ mod tests {
             archived_before: DateTime<Utc>,
         ) -> MemoryResult<Vec<MemoryId>> {
             self.inner.purge_forgotten(agent, archived_before).await
+        }
+        async fn erase_agent(&self, agent: &AgentId) -> MemoryResult<crate::store::ErasedRecords> {
+            self.inner.erase_agent(agent).await
         }
         async fn idle_sessions(
             &self,

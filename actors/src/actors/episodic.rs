@@ -83,6 +83,11 @@ pub enum WriteOp {
         commit: Box<ConsolidationCommit>,
         reply: Reply<()>,
     },
+    /// Delete everything an agent owns in the store; answers what was removed.
+    EraseAgent {
+        agent: AgentId,
+        reply: Reply<crate::store::ErasedRecords>,
+    },
     /// Delete an agent's memories forgotten before a cutoff; answers their ids.
     PurgeForgotten {
         agent: AgentId,
@@ -390,6 +395,9 @@ async fn write(store: &dyn MemoryStore, op: WriteOp) {
         WriteOp::CommitConsolidation { commit, reply } => {
             let _ = reply.send(store.commit_consolidation(&commit).await);
         }
+        WriteOp::EraseAgent { agent, reply } => {
+            let _ = reply.send(store.erase_agent(&agent).await);
+        }
         WriteOp::PurgeForgotten {
             agent,
             archived_before,
@@ -668,6 +676,14 @@ impl EpisodicHandle {
     pub async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
         self.write(|reply| WriteOp::CommitConsolidation {
             commit: Box::new(commit.clone()),
+            reply,
+        })
+        .await
+    }
+    /// Delete everything `agent` owns in the store.
+    pub async fn erase_agent(&self, agent: &AgentId) -> MemoryResult<crate::store::ErasedRecords> {
+        self.write(|reply| WriteOp::EraseAgent {
+            agent: agent.clone(),
             reply,
         })
         .await

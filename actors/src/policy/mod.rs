@@ -14,6 +14,7 @@ pub mod recall;
 pub mod retention;
 pub mod routing;
 pub mod schedule;
+pub mod screening;
 pub mod session;
 pub mod stats;
 pub mod time;

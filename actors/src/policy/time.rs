@@ -543,3 +543,35 @@ mod tests {
         assert_eq!(between.rest, "what happened");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Any time query (free text, or made of the parser's own words and numbers)
+        /// either parses to a range that starts before it ends or is an error that
+        /// says why; nothing panics, whatever the reference instant.
+        #[test]
+        fn any_time_query_parses_to_an_ordered_range_or_an_error(
+            query in prop_oneof![
+                any::<String>(),
+                "(in|on|since|before|after|between|last|past|this|next|ago|yesterday|today|[0-9]{1,6}|May|2023|weeks?|days?|months?|years?|and|the| ){1,8}",
+            ],
+            seconds in -62_000_000_000i64..250_000_000_000i64,
+        ) {
+            let now = DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_else(Utc::now);
+            match parse_time_query(&query, now) {
+                Ok(range) => prop_assert!(range.start <= range.end, "{query:?}: {range:?}"),
+                Err(message) => prop_assert!(!message.is_empty()),
+            }
+            if let Some(found) = find_time_expression(&query, now) {
+                prop_assert!(found.range.start <= found.range.end);
+            }
+            let _ = parse_date_span(&query);
+        }
+    }
+}

@@ -219,6 +219,8 @@ pub struct RuntimeConfig {
     pub projector_batch: usize,
     /// First and longest retry delay of a failing projection.
     pub projector_retry: (Duration, Duration),
+    /// Prompt-injection and secret screening of every write.
+    pub screening: crate::policy::screening::ScreeningConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -259,6 +261,7 @@ impl Default for RuntimeConfig {
             projector_interval: Duration::from_millis(200),
             projector_batch: 256,
             projector_retry: (Duration::from_millis(500), Duration::from_secs(30)),
+            screening: crate::policy::screening::ScreeningConfig::default(),
         }
     }
 }

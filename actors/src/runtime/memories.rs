@@ -98,6 +98,31 @@ fn validate_patch(rt: &Runtime, patch: &MemoryPatch) -> MemoryResult<()> {
 /// Change a memory, archiving its previous state with `reason` (`update`, `forget`,
 /// `conflict_replace`), re-embedding it when its text changed, and keeping the vector
 /// index in step with its status, type, sharing and content.
+/// Screen a changed memory again, as a write is screened (see `remember::screen`): what
+/// is found replaces what its metadata recorded.
+fn rescreen(
+    config: &crate::policy::screening::ScreeningConfig,
+    memory: &mut Memory,
+) -> MemoryResult<()> {
+    use crate::policy::screening::{screen, METADATA_KEY};
+    let found = screen(config, &mut memory.content, memory.title.as_mut()).map_err(|kinds| {
+        MemoryError::invalid(
+            "content",
+            format!(
+                "the text holds a secret ({}); remove it, or let the server redact it (screening.secrets = \"redact\")",
+                kinds.join(", ")
+            ),
+        )
+    })?;
+    if let Some(map) = memory.metadata.as_object_mut() {
+        map.remove(METADATA_KEY);
+        if let Some(found) = found {
+            map.insert(METADATA_KEY.to_string(), found);
+        }
+    }
+    Ok(())
+}
+
 pub(super) async fn change(
     rt: &Runtime,
     agent: Option<&AgentId>,
@@ -109,7 +134,10 @@ pub(super) async fn change(
     let actors = rt.actors();
     let current = get(rt, agent, id).await?;
     let now = rt.now();
-    let next = apply_patch(&current, &patch, now);
+    let mut next = apply_patch(&current, &patch, now);
+    if patch.content.is_some() || patch.title.is_some() || patch.metadata.is_some() {
+        rescreen(&rt.inner.config.screening, &mut next)?;
+    }
     let content_changed = next.content != current.content || next.title != current.title;
     let embedding = if content_changed {
         Some(actors.vectors.embed_one(&embedding_text(&next)).await?)

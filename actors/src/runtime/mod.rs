@@ -19,6 +19,7 @@
 //! catches up when its actor restarts, because it is rebuilt from the system of record.
 
 mod config;
+mod erase;
 mod graph;
 mod health;
 mod key_locks;
@@ -46,6 +47,7 @@ pub use config::{
     CognitionSettings, EmbedSettings, Limits, RecallSettings, RuntimeConfig, RuntimeParts,
     SleepSettings,
 };
+pub use erase::EraseReport;
 pub use graph::ActivatedMemory;
 pub use health::RuntimeHealth;
 pub use kv::{KvPutInput, KvSettings};
@@ -331,6 +333,8 @@ impl Runtime {
     /// pipeline (routing, exact and near deduplication, contradiction supersede), at most
     /// `budget` of them.
     ///
+    /// `metadata` goes on every memory it stores (the contract's provenance).
+    ///
     /// Returns the memories the turn landed on, each once and in the order extracted:
     /// newly created ones and existing ones a candidate duplicated (which are reinforced),
     /// so re-sending a turn creates nothing and returns the same memories. An exchange
@@ -342,8 +346,9 @@ impl Runtime {
         assistant: &str,
         session_id: Option<SessionId>,
         budget: usize,
+        metadata: Option<serde_json::Value>,
     ) -> MemoryResult<Vec<RememberOutcome>> {
-        remember::extract_turn(self, agent, user, assistant, session_id, budget).await
+        remember::extract_turn(self, agent, user, assistant, session_id, budget, metadata).await
     }
 
     // ---- recall ----
@@ -374,6 +379,16 @@ impl Runtime {
         patch: MemoryPatch,
     ) -> MemoryResult<Memory> {
         memories::change(self, agent, id, patch, "update").await
+    }
+
+    /// Every agent with memories, as stored (tenant-qualified).
+    pub async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
+        self.actors().episodic.agents().await
+    }
+
+    /// Erase everything `agent` owns from every store; the report says what each removed.
+    pub async fn erase_agent(&self, agent: &AgentId) -> MemoryResult<erase::EraseReport> {
+        erase::erase_agent(self, agent).await
     }
 
     /// Delete a memory from every store (history included).

@@ -22,6 +22,7 @@ use crate::policy::dedup::{
     contradiction_band, exact_duplicates, is_knowledge, may_supersede, near_duplicate,
     neighbour_types, redirect_duplicates,
 };
+use crate::policy::screening::{self, ScreeningConfig};
 use crate::projects::ProjectId;
 use crate::store::{EmbeddingRecord, KeywordQuery, StoredMemory, VectorQuery, WorkingItem};
 
@@ -144,6 +145,7 @@ pub(super) async fn extract_turn(
     assistant: &str,
     session_id: Option<SessionId>,
     budget: usize,
+    metadata: Option<serde_json::Value>,
 ) -> MemoryResult<Vec<RememberOutcome>> {
     let limits = &rt.inner.config.limits;
     for (field, text) in [("user", user), ("assistant", assistant)] {
@@ -186,6 +188,7 @@ pub(super) async fn extract_turn(
                 memory_type: Some(c.memory_type),
                 tags: c.tags,
                 session_id: session_id.clone(),
+                metadata: metadata.clone(),
                 ..Default::default()
             }
         })
@@ -228,8 +231,10 @@ async fn remember_many(
     mut inputs: Vec<RememberInput>,
     batch_field: &str,
 ) -> MemoryResult<Vec<RememberOutcome>> {
-    for (index, input) in inputs.iter().enumerate() {
-        validate::remember_input(&rt.inner.config.limits, input, &prefix(batch_field, index))?;
+    for (index, input) in inputs.iter_mut().enumerate() {
+        let field = prefix(batch_field, index);
+        validate::remember_input(&rt.inner.config.limits, input, &field)?;
+        screen(&rt.inner.config.screening, input, &field)?;
     }
     resolve_projects(rt, agent, &mut inputs, batch_field).await?;
     let now = rt.now();
@@ -393,6 +398,38 @@ async fn route(rt: &Runtime, input: &RememberInput) -> (Routing, Option<f32>, Op
     }
     let (valence, arousal) = felt(routing.memory_type);
     (routing, valence, arousal)
+}
+
+/// Screen a write: redact (or refuse) its secrets, mark prompt injection; what was
+/// found goes in its metadata under [`screening::METADATA_KEY`] (a client's own value
+/// there is dropped).
+fn screen(config: &ScreeningConfig, input: &mut RememberInput, field: &str) -> MemoryResult<()> {
+    let mut metadata = match input.metadata.take() {
+        Some(serde_json::Value::Object(map)) => map,
+        Some(other) => {
+            input.metadata = Some(other);
+            serde_json::Map::new()
+        }
+        None => serde_json::Map::new(),
+    };
+    metadata.remove(screening::METADATA_KEY);
+    let found = screening::screen(config, &mut input.content, input.title.as_mut())
+        .map_err(|kinds| {
+            MemoryError::invalid(
+                format!("{field}content"),
+                format!(
+                    "the text holds a secret ({}); remove it, or let the server redact it (screening.secrets = \"redact\")",
+                    kinds.join(", ")
+                ),
+            )
+        })?;
+    if let Some(found) = found {
+        metadata.insert(screening::METADATA_KEY.to_string(), found);
+    }
+    if input.metadata.is_none() {
+        input.metadata = Some(serde_json::Value::Object(metadata));
+    }
+    Ok(())
 }
 
 fn build_memory(

@@ -439,9 +439,15 @@ impl Runtime {
     ) {
         let runtime = self.clone();
         let budget = self.inner.config.extraction_max_per_turn;
+        let provenance = serde_json::json!({
+            crate::model::PROVENANCE_KEY: {
+                "surface": "session",
+                "session_id": session.as_ref().map(|s| s.as_str().to_string()),
+            }
+        });
         tokio::spawn(async move {
             match runtime
-                .extract_turn(&agent, &user, &assistant, session, budget)
+                .extract_turn(&agent, &user, &assistant, session, budget, Some(provenance))
                 .await
             {
                 Ok(stored) => {

@@ -195,7 +195,8 @@ pub(super) fn tags(tags: &[String], limits: &Limits, field: &str) -> MemoryResul
     Ok(())
 }
 
-/// A JSON object of at most `limits.max_metadata_bytes` bytes.
+/// A JSON object of at most `limits.max_metadata_bytes` bytes (the client's part: the
+/// keys the server writes, provenance and screening, do not count).
 pub(super) fn metadata(
     metadata: &serde_json::Value,
     limits: &Limits,
@@ -208,7 +209,18 @@ pub(super) fn metadata(
         ));
     }
     storable_json(field, metadata)?;
-    let size = metadata.to_string().len();
+    let size = match metadata.as_object() {
+        Some(map)
+            if map.contains_key(crate::model::PROVENANCE_KEY)
+                || map.contains_key(crate::policy::screening::METADATA_KEY) =>
+        {
+            let mut own = map.clone();
+            own.remove(crate::model::PROVENANCE_KEY);
+            own.remove(crate::policy::screening::METADATA_KEY);
+            serde_json::Value::Object(own).to_string().len()
+        }
+        _ => metadata.to_string().len(),
+    };
     if size > limits.max_metadata_bytes {
         return Err(MemoryError::too_large(
             field,

@@ -471,6 +471,58 @@ impl MemoryStore for InMemoryMemoryStore {
         Ok(doomed)
     }
 
+    async fn erase_agent(&self, agent: &AgentId) -> MemoryResult<crate::store::ErasedRecords> {
+        let mut erased = crate::store::ErasedRecords::default();
+        let mut sessions: Vec<SessionId> = Vec::new();
+        {
+            let mut rows = self.rows.write().map_err(lock_error)?;
+            let doomed: Vec<MemoryId> = rows
+                .values()
+                .filter(|r| r.memory.agent_id == *agent)
+                .map(|r| r.memory.id.clone())
+                .collect();
+            for id in &doomed {
+                if let Some(row) = rows.remove(id) {
+                    erased.versions += row.versions.len() as u64;
+                    erased.embeddings += 1;
+                    if let Some(session) = row.memory.session_id {
+                        if !sessions.contains(&session) {
+                            sessions.push(session);
+                        }
+                    }
+                }
+            }
+            erased.memories = doomed.len() as u64;
+            erased.memory_ids = doomed;
+        }
+        {
+            let mut logs = self.sessions.lock().map_err(lock_error)?;
+            let keys: Vec<(AgentId, SessionId)> =
+                logs.keys().filter(|(a, _)| a == agent).cloned().collect();
+            for key in keys {
+                if let Some(log) = logs.remove(&key) {
+                    erased.sessions += 1;
+                    erased.session_messages += log.1.len() as u64;
+                }
+                if !sessions.contains(&key.1) {
+                    sessions.push(key.1);
+                }
+            }
+        }
+        self.archives
+            .lock()
+            .map_err(lock_error)?
+            .retain(|(a, _), _| a != agent);
+        {
+            let mut runs = self.runs.lock().map_err(lock_error)?;
+            let before = runs.len();
+            runs.retain(|r| r.agent_id.as_ref() != Some(agent));
+            erased.runs = (before - runs.len()) as u64;
+        }
+        erased.session_ids = sessions;
+        Ok(erased)
+    }
+
     async fn idle_sessions(
         &self,
         idle_before: DateTime<Utc>,

@@ -535,6 +535,11 @@ pub trait MemoryStore: Send + Sync + 'static {
         agent: &AgentId,
         archived_before: DateTime<Utc>,
     ) -> MemoryResult<Vec<MemoryId>>;
+    /// Delete everything `agent` owns in this store, in one transaction: memories with
+    /// their versions, embeddings and edges, sessions with their logs and archive marks,
+    /// projects, run log entries, and the KV entries it wrote. The outbox takes the
+    /// deletions to the projections. Answers what was removed.
+    async fn erase_agent(&self, agent: &AgentId) -> MemoryResult<ErasedRecords>;
     /// Sessions whose last activity is before `idle_before` and that have no archive
     /// summary covering that activity, oldest activity first, at most `limit`.
     async fn idle_sessions(
@@ -746,6 +751,35 @@ pub struct WorkingItem {
     pub content: String,
     /// When it entered the window.
     pub at: DateTime<Utc>,
+}
+
+/// What [`MemoryStore::erase_agent`] removed from the system of record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ErasedRecords {
+    /// Memories (every status).
+    pub memories: u64,
+    /// Archived versions of them.
+    pub versions: u64,
+    /// Their stored embeddings.
+    pub embeddings: u64,
+    /// Associations from or to them.
+    pub edges: u64,
+    /// Sessions (their records and archive marks).
+    pub sessions: u64,
+    /// Messages of those sessions.
+    pub session_messages: u64,
+    /// Projects and their session attachments.
+    pub projects: u64,
+    /// Consolidation and archival runs of the agent.
+    pub runs: u64,
+    /// KV entries the agent wrote.
+    pub kv_entries: u64,
+    /// The ids of the erased memories (to remove from indexes outside the store).
+    #[serde(skip)]
+    pub memory_ids: Vec<MemoryId>,
+    /// The sessions the agent had (to clear their working-memory windows).
+    #[serde(skip)]
+    pub session_ids: Vec<SessionId>,
 }
 
 /// A session's working-memory window, with expiry.
