@@ -414,82 +414,67 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         let count = |row: Option<&D::Row>| -> MemoryResult<u64> {
             Ok(row.map(|r| r.integer("n")).transpose()?.unwrap_or(0).max(0) as u64)
         };
-        let of_memories = "(SELECT id FROM memories WHERE agent_id = $1)";
-        erased.versions = count(
-            rows::<D>(
-                &mut tx,
-                &Statement::new(
-                    format!("SELECT COUNT(*) AS n FROM memory_versions WHERE memory_id IN {of_memories}"),
-                    [Arg::Text(agent.as_str())],
+        for (table, counted) in [
+            ("memory_versions", &mut erased.versions),
+            ("memory_embeddings", &mut erased.embeddings),
+        ] {
+            let statement = Statement::new(
+                format!(
+                    "SELECT COUNT(*) AS n FROM {table} WHERE memory_id IN \
+                     (SELECT id FROM memories WHERE agent_id = $1)"
                 ),
-            )
-            .await?
-            .first(),
-        )?;
-        erased.embeddings = count(
-            rows::<D>(
-                &mut tx,
-                &Statement::new(
-                    format!("SELECT COUNT(*) AS n FROM memory_embeddings WHERE memory_id IN {of_memories}"),
-                    [Arg::Text(agent.as_str())],
-                ),
-            )
-            .await?
-            .first(),
-        )?;
-        // Edges first, so each leaves its own delete in the outbox for the graph projection.
-        erased.edges = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM associations WHERE agent_id = $1"),
-        )
-        .await?;
-        erased.memories = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM memories WHERE agent_id = $1"),
-        )
-        .await?;
-        erased.session_messages = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM session_messages WHERE agent_id = $1"),
-        )
-        .await?;
-        erased.sessions = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM sessions WHERE agent_id = $1"),
-        )
-        .await?;
-        run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM session_archives WHERE agent_id = $1"),
-        )
-        .await?;
-        run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM project_sessions WHERE agent_id = $1"),
-        )
-        .await?;
-        erased.projects = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM projects WHERE agent_id = $1"),
-        )
-        .await?;
-        erased.runs = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM consolidation_runs WHERE agent_id = $1"),
-        )
-        .await?;
-        erased.kv_entries = run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM kv_entries WHERE written_by = $1"),
-        )
-        .await?;
-        // Upserts not yet projected carry the agent's content; the deletes behind them
-        // are all a projection needs.
-        run::<D>(
-            &mut tx,
-            &by_agent("DELETE FROM outbox WHERE agent_id = $1 AND op = 'upsert'"),
-        )
-        .await?;
+                [Arg::Text(agent.as_str())],
+            );
+            *counted = count(rows::<D>(&mut tx, &statement).await?.first())?;
+        }
+        // Edges first, so each leaves its own delete in the outbox for the graph
+        // projection; last the outbox's upserts not yet projected, which carry the
+        // agent's content (the deletes behind them are all a projection needs).
+        let (mut archives, mut attachments, mut upserts) = (0u64, 0u64, 0u64);
+        for (statement, removed) in [
+            (
+                "DELETE FROM associations WHERE agent_id = $1",
+                &mut erased.edges,
+            ),
+            (
+                "DELETE FROM memories WHERE agent_id = $1",
+                &mut erased.memories,
+            ),
+            (
+                "DELETE FROM session_messages WHERE agent_id = $1",
+                &mut erased.session_messages,
+            ),
+            (
+                "DELETE FROM sessions WHERE agent_id = $1",
+                &mut erased.sessions,
+            ),
+            (
+                "DELETE FROM session_archives WHERE agent_id = $1",
+                &mut archives,
+            ),
+            (
+                "DELETE FROM project_sessions WHERE agent_id = $1",
+                &mut attachments,
+            ),
+            (
+                "DELETE FROM projects WHERE agent_id = $1",
+                &mut erased.projects,
+            ),
+            (
+                "DELETE FROM consolidation_runs WHERE agent_id = $1",
+                &mut erased.runs,
+            ),
+            (
+                "DELETE FROM kv_entries WHERE written_by = $1",
+                &mut erased.kv_entries,
+            ),
+            (
+                "DELETE FROM outbox WHERE agent_id = $1 AND op = 'upsert'",
+                &mut upserts,
+            ),
+        ] {
+            *removed = run::<D>(&mut tx, &by_agent(statement)).await?;
+        }
         commit(tx).await?;
         erased.session_ids = sessions
             .into_iter()
