@@ -3,6 +3,7 @@
 
     python3 tests/mcp_client.py stdio <command> [args...]   # env: inherited (MNEMOS__DATA_DIR, ...)
     python3 tests/mcp_client.py http <url>                   # e.g. http://127.0.0.1:8077/mcp
+                                                             # env MNEMOS_KEY: send it as the bearer key
 
 Initialises a session, lists the tools (all nineteen, each with an input schema that has
 `required` unless every argument is optional), calls every tool with valid arguments, then makes bad calls and checks
@@ -204,6 +205,15 @@ async def main(argv):
     if argv[1] == "stdio":
         params = StdioServerParameters(command=argv[2], args=argv[3:], env=dict(os.environ))
         transport = stdio_client(params)
+    elif os.environ.get("MNEMOS_KEY"):
+        # A server with API keys: every request carries Authorization: Bearer <key>.
+        headers = {"Authorization": f"Bearer {os.environ['MNEMOS_KEY']}"}
+        try:
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            transport = _http_client(argv[2], http_client=create_mcp_http_client(headers=headers))
+        except (ImportError, TypeError):  # pragma: no cover - mcp 1.x takes headers itself
+            transport = _http_client(argv[2], headers=headers)
     else:
         transport = _http_client(argv[2])
     async with transport as streams:

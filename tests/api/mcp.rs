@@ -10,7 +10,7 @@ use std::time::Duration;
 use mnemos::app::Services;
 use reqwest::StatusCode;
 
-use crate::helpers::{spawn_app, test_settings};
+use crate::helpers::{spawn_app, spawn_with_keys, test_settings, KeySpec, SERVER_ADMIN};
 
 /// The client script.
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
@@ -247,4 +247,48 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
     // Logs went to stderr, and the stores were flushed on the way out.
     assert!(!stderr.is_empty());
     assert_eq!(stored_memories(temp.path()).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_the_python_sdk_sends_its_key_and_acts_in_its_tenant() {
+    let test = "with_keys_the_python_sdk_sends_its_key_and_acts_in_its_tenant";
+    if !sdk_available(test).await {
+        return;
+    }
+    use mnemos::auth::Scope;
+    // The app's own requests carry the first key: the default tenant's admin.
+    let (app, secrets) = spawn_with_keys(&[
+        SERVER_ADMIN,
+        KeySpec {
+            tenant: "acme",
+            agent: None,
+            scopes: &[Scope::Read, Scope::Write],
+            expires_at: None,
+            revoked: false,
+        },
+    ])
+    .await;
+    let url = format!("{}/mcp", app.address);
+    let output = run_client(&["http", &url], &[("MNEMOS_KEY", secrets[1].as_str())]).await;
+    let summary = assert_passed(&output);
+    assert_eq!(summary["transport"], "http");
+    // What the tools wrote is acme's: its key finds it, the default tenant's admin
+    // (another tenant) does not.
+    let mut acme = app
+        .recall("mcp-client", "green tea", serde_json::json!({}))
+        .await;
+    assert_eq!(acme["results"].as_array().map(Vec::len), Some(0), "{acme}");
+    let response = app
+        .send_as(
+            Some(&format!("Bearer {}", secrets[1])),
+            reqwest::Method::POST,
+            "/tools/recall",
+            Some(&serde_json::json!({"agent_id": "mcp-client", "query": "green tea"})),
+        )
+        .await;
+    acme = response.json().await.unwrap();
+    assert!(acme.to_string().contains("green tea"), "{acme}");
+    // Without the key the SDK's session cannot even start.
+    let refused = run_client(&["http", &url], &[]).await;
+    assert!(!refused.status.success());
 }
