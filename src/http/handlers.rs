@@ -154,9 +154,17 @@ pub async fn archive(
     State(state): Shared,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<Json<RunView>> {
-    Ok(Json(
-        memories::archive(&state.runtime, &caller, "api").await?,
-    ))
+    let run = memories::archive(&state.runtime, &caller, "api").await?;
+    crate::contract::keys::audit(
+        state.keys.as_ref(),
+        &caller,
+        "admin.archive",
+        Some(run.id.clone()),
+        serde_json::json!({ "trigger": run.trigger }),
+        chrono::Utc::now(),
+    )
+    .await;
+    Ok(Json(run))
 }
 
 /// Statistics of an agent's memories.
@@ -288,6 +296,15 @@ pub async fn inject_fault(
     })?;
     caller.require(crate::auth::Scope::Admin)?;
     state.runtime.inject_fault(kind)?;
+    crate::contract::keys::audit(
+        state.keys.as_ref(),
+        &caller,
+        "admin.inject_fault",
+        Some(child.clone()),
+        serde_json::json!({}),
+        chrono::Utc::now(),
+    )
+    .await;
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::json!({ "injected": child })),

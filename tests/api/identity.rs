@@ -834,7 +834,14 @@ async fn keys_are_managed_by_admins_shown_once_revoked_at_once_and_audited() {
         "{refused}"
     );
 
-    // The audit log has the key's creation and revocation and the denials, with who.
+    // An admin action is audited too.
+    assert_status(
+        app.post("/v1/admin/archive", &json!({})).await,
+        StatusCode::OK,
+    )
+    .await;
+    // The audit log has the key's creation and revocation, the admin action and the
+    // denials, with who.
     let audited = eventually(std::time::Duration::from_secs(10), || async {
         let log = assert_status(app.get("/v1/admin/audit?limit=200").await, StatusCode::OK).await;
         let entries = log["entries"].as_array().cloned().unwrap_or_default();
@@ -843,7 +850,10 @@ async fn keys_are_managed_by_admins_shown_once_revoked_at_once_and_audited() {
                 e["action"] == action && e["target"].as_str().is_some_and(|t| t.contains(target))
             })
         };
-        has("key.create", &id) && has("key.revoke", &id) && has("auth.denied", "/v1/memories")
+        has("key.create", &id)
+            && has("key.revoke", &id)
+            && entries.iter().any(|e| e["action"] == "admin.archive")
+            && has("auth.denied", "/v1/memories")
     })
     .await;
     assert!(
