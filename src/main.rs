@@ -54,7 +54,11 @@ enum Command {
     Serve,
     /// Serve MCP (Model Context Protocol) over stdin/stdout, for MCP clients that launch
     /// the server themselves. Logs go to stderr; stops when stdin closes.
-    Mcp,
+    Mcp {
+        /// The agent a tool call that names no agent_id acts as.
+        #[arg(long)]
+        agent: Option<String>,
+    },
     /// Store a memory.
     Remember {
         /// Owner.
@@ -289,11 +293,12 @@ async fn main() -> anyhow::Result<()> {
             let app = Application::build(settings).await?;
             app.run_until(shutdown_signal()).await?;
         }
-        Command::Mcp => {
+        Command::Mcp { agent } => {
             let services = Services::open(&settings).await?;
             let roots = mnemos::context::ProjectRoots::new(settings.server.project_roots.clone());
             let served =
-                mnemos::mcp::serve_stdio(services.runtime.clone(), roots, shutdown_signal()).await;
+                mnemos::mcp::serve_stdio(services.runtime.clone(), roots, agent, shutdown_signal())
+                    .await;
             services.close().await?;
             served?;
         }
@@ -424,7 +429,7 @@ async fn run_command(
         Command::Reindex { projection } => reindex(runtime, projection, json).await,
         Command::Doctor { repair } => doctor(services, repair, json).await,
         Command::Serve
-        | Command::Mcp
+        | Command::Mcp { .. }
         | Command::Migrate
         | Command::Keys { .. }
         | Command::Audit { .. }
@@ -599,6 +604,7 @@ async fn recall(
         include_shared: None,
         project_id: None,
         debug: None,
+        min_score: None,
     };
     let response = tools::recall(runtime, caller, body)
         .await

@@ -147,6 +147,40 @@ const TOOLS: &[ToolSpec] = &[
         destructive: false,
     },
     ToolSpec {
+        name: "list_memories",
+        body: "ListParams",
+        description: "Browse an agent's memories, newest first, one page at a time (limit, cursor from next_cursor), \
+            optionally only one type, status, tag or project. Call it to look through what is stored rather \
+            than search it.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "get_memory",
+        body: "MemoryRefBody",
+        description: "Read one memory by id with all its fields (provenance, version, status). Call it when a recall \
+            result's id needs its full record.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "update_memory",
+        body: "UpdateMemoryBody",
+        description: "Correct one memory by id: new content, importance, tags, type, status, shared flag or \
+            metadata. The previous version stays in its history. Call it when the user corrects something the \
+            agent remembered.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "delete_memory",
+        body: "MemoryRefBody",
+        description: "Delete one memory by id everywhere, history included (forget only archives). Call it when the \
+            user asks for something to be erased for good.",
+        read_only: false,
+        destructive: true,
+    },
+    ToolSpec {
         name: "build_context",
         body: "BuildContextBody",
         description: "Assemble a ready-to-inject text block of the agent's most relevant memories for a query, within \
@@ -249,6 +283,9 @@ pub struct MnemosMcp {
     /// Who calls when the transport carries no identity (stdio: the local operator);
     /// None over HTTP, where every request brings the caller the identity layer found.
     local: Option<Caller>,
+    /// The agent of a call that names none (`mnemos mcp --agent`); over HTTP the URL's
+    /// `agent_id` query parameter takes this role.
+    default_agent: Option<String>,
 }
 
 impl MnemosMcp {
@@ -264,7 +301,14 @@ impl MnemosMcp {
             tools: Arc::new(tool_definitions()),
             project_roots,
             local,
+            default_agent: None,
         }
+    }
+
+    /// The same server, acting as `agent` when a call names no agent.
+    pub fn with_default_agent(mut self, agent: Option<String>) -> Self {
+        self.default_agent = agent;
+        self
     }
 
     /// Run one tool as `caller`: parse its arguments like the REST route does, call the
@@ -302,6 +346,23 @@ impl MnemosMcp {
             })
     }
 
+    /// The agent a call that names none acts as: the `agent_id` of the `/mcp` URL
+    /// (`/mcp?agent_id=alice`), else the transport's default (`mnemos mcp --agent`).
+    fn connection_agent(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.uri.query())
+            .and_then(|query| {
+                query.split('&').find_map(|pair| {
+                    pair.strip_prefix("agent_id=")
+                        .filter(|v| !v.is_empty())
+                        .map(str::to_string)
+                })
+            })
+            .or_else(|| self.default_agent.clone())
+    }
+
     /// The tool definitions `tools/list` answers with.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
@@ -324,34 +385,152 @@ pub fn mcp_error(error: MemoryError) -> ErrorData {
 }
 
 /// Build the tool list: each tool's input schema is its body's schema from
-/// [`input_schemas`] (the same schemas `/openapi.json` shows), with references inlined.
+/// [`input_schemas`] (the same schemas `/openapi.json` shows), with references inlined
+/// and the contract's enums and bounds added ([`constrain`]); recall and list_memories
+/// take `verbose`; each tool with a known answer declares it as `outputSchema`.
 fn tool_definitions() -> Vec<Tool> {
     let components = input_schemas();
     TOOLS
         .iter()
         .map(|spec| {
-            let schema = components
+            let mut schema = components
                 .get(spec.body)
                 .map(|schema| inline_refs(schema, &components, 0))
-                .and_then(|schema| match schema {
-                    Value::Object(object) => Some(object),
-                    _ => None,
-                })
                 .unwrap_or_else(|| {
                     // Only reachable if the OpenAPI document loses a body; the unit tests catch it.
                     tracing::error!(tool = spec.name, "no input schema in the OpenAPI document");
-                    let mut object = JsonObject::new();
-                    object.insert("type".into(), Value::String("object".into()));
-                    object
+                    json!({"type": "object"})
                 });
-            Tool::new(spec.name, spec.description, Arc::new(schema)).with_annotations(
+            constrain(&mut schema);
+            if matches!(spec.name, "recall" | "list_memories") {
+                schema["properties"]["verbose"] = json!({
+                    "type": "boolean",
+                    "description": "Answer every field of each memory (default false: id, type, content, score, dates, tags)"
+                });
+            }
+            let object = match schema {
+                Value::Object(object) => object,
+                _ => JsonObject::new(),
+            };
+            let mut tool = Tool::new(spec.name, spec.description, Arc::new(object)).with_annotations(
                 ToolAnnotations::new()
                     .read_only(spec.read_only)
                     .destructive(spec.destructive)
                     .open_world(false),
-            )
+            );
+            if let Some(Value::Object(output)) = output_schema(spec.name) {
+                tool = tool.with_raw_output_schema(Arc::new(output));
+            }
+            tool
         })
         .collect()
+}
+
+/// The memory types, for `type` enums.
+const MEMORY_TYPES: &[&str] = &["working", "episodic", "affective", "semantic", "procedural"];
+/// The memory statuses, for `status` enums.
+const MEMORY_STATUSES: &[&str] = &["active", "superseded", "stale", "archived"];
+
+/// Add the contract's enums and numeric bounds to every property that has them (the
+/// parser enforces them either way; the schema lets a model get them right first time).
+fn constrain(schema: &mut Value) {
+    fn allowing_null(values: &[&str], nullable: bool) -> Value {
+        let mut list: Vec<Value> = values.iter().map(|v| json!(v)).collect();
+        if nullable {
+            list.push(Value::Null);
+        }
+        Value::Array(list)
+    }
+    fn nullable(property: &Value) -> bool {
+        property["type"]
+            .as_array()
+            .is_some_and(|types| types.iter().any(|t| t == "null"))
+    }
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, property) in properties.iter_mut() {
+            let null = nullable(property);
+            match name.as_str() {
+                "type" if property["type"] == "array" || property.get("items").is_some() => {
+                    property["items"]["enum"] = allowing_null(MEMORY_TYPES, false);
+                }
+                "type" => property["enum"] = allowing_null(MEMORY_TYPES, null),
+                "status" => property["enum"] = allowing_null(MEMORY_STATUSES, null),
+                "importance" | "weight" | "min_score" | "arousal" => {
+                    property["minimum"] = json!(0);
+                    property["maximum"] = json!(1);
+                }
+                "valence" => {
+                    property["minimum"] = json!(-1);
+                    property["maximum"] = json!(1);
+                }
+                "limit" => {
+                    property["minimum"] = json!(1);
+                    property["maximum"] = json!(200);
+                }
+                "depth" => {
+                    property["minimum"] = json!(1);
+                    property["maximum"] = json!(5);
+                }
+                "context_budget" => property["minimum"] = json!(1),
+                _ => {}
+            }
+            constrain(property);
+        }
+    }
+    if let Some(items) = schema.get_mut("items") {
+        constrain(items);
+    }
+}
+
+/// The JSON schema of a tool's answer: the REST route's response schema (references
+/// inlined); for the compact tools, the compact shape.
+fn output_schema(tool: &str) -> Option<Value> {
+    // No `required`: with `verbose` a hit is the full `{memory, score, …}` instead.
+    let compact_memory = json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"}, "type": {"type": "string"}, "content": {"type": "string"},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+            "occurred_at": {"type": "string"}, "created_at": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}}
+        },
+        "additionalProperties": true
+    });
+    match tool {
+        "recall" => Some(json!({
+            "type": "object",
+            "required": ["results"],
+            "properties": {
+                "results": {"type": "array", "items": compact_memory},
+                "note": {"type": "string"}
+            },
+            "additionalProperties": true
+        })),
+        "list_memories" => Some(json!({
+            "type": "object",
+            "required": ["memories"],
+            "properties": {
+                "memories": {"type": "array", "items": compact_memory},
+                "next_cursor": {"type": ["string", "null"]}
+            },
+            "additionalProperties": true
+        })),
+        _ => {
+            let name = match tool {
+                "remember" => "RememberResponse",
+                "remember_batch" => "RememberBatchResponse",
+                "extract_turn" => "ExtractTurnResponse",
+                "get_memory" | "update_memory" => "MemoryView",
+                "delete_memory" => "DeleteResponse",
+                "memory_history" => "HistoryResponse",
+                "forget" => "ForgetResponse",
+                _ => return None,
+            };
+            let components = input_schemas();
+            let inlined = inline_refs(components.get(name)?, &components, 0);
+            (inlined["type"] == "object").then_some(inlined)
+        }
+    }
 }
 
 /// Replace every `{"$ref": "#/components/schemas/X"}` with X's schema (depth-limited,
@@ -401,7 +580,9 @@ impl ServerHandler for MnemosMcp {
             .with_instructions(
                 "Long-term memory for this agent. Call recall (or build_context) before answering to fetch \
                  what you know; call extract_turn after each exchange (or remember for one thing) to keep what you learn; forget when asked to. \
-                 Every tool takes the agent_id whose memories it reads or writes.",
+                 A tool's agent_id may be left out when the API key is bound to one agent, the /mcp URL \
+                 names one (?agent_id=) or the server was started with --agent. Failures come back as \
+                 results with isError and {code, message, field}: read them and correct the call.",
             )
     }
 
@@ -422,11 +603,43 @@ impl ServerHandler for MnemosMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        // An unknown tool is a protocol fault; everything else answers as a tool result.
+        let Some(tool) = self.tools.iter().find(|tool| tool.name == request.name) else {
+            let message = format!(
+                "no tool named {:?}; tools/list names the tools this server has",
+                request.name
+            );
+            return Err(mcp_error(MemoryError::invalid("name", message)));
+        };
+        let mut arguments = request.arguments.unwrap_or_default();
+        let verbose = match arguments.remove("verbose") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(verbose)) => verbose,
+            Some(_) => {
+                return Ok(error_result(MemoryError::invalid(
+                    "verbose",
+                    "verbose must be true or false",
+                ))
+                .into())
+            }
+        };
         let span = tracing::info_span!("mcp_tool", tool = %request.name);
         let result = match self.caller_of(&context) {
             Ok(caller) => {
-                self.call(&caller, &request.name, arguments)
+                if caller.agent.is_none() && tool.input_schema.contains_key("properties") {
+                    let takes_agent = tool
+                        .input_schema
+                        .get("properties")
+                        .is_some_and(|p| p.get("agent_id").is_some());
+                    if let (true, false, Some(agent)) = (
+                        takes_agent,
+                        arguments.contains_key("agent_id"),
+                        self.connection_agent(&context),
+                    ) {
+                        arguments.insert("agent_id".into(), Value::String(agent));
+                    }
+                }
+                self.call(&caller, &request.name, Value::Object(arguments))
                     .instrument(span)
                     .await
             }
@@ -438,9 +651,82 @@ impl ServerHandler for MnemosMcp {
             "outcome" => match &result { Ok(_) => "ok", Err(e) => e.code.as_str() }
         )
         .increment(1);
-        result
-            .map(|value| CallToolResult::structured(value).into())
-            .map_err(mcp_error)
+        Ok(match result {
+            Ok(value) if verbose => CallToolResult::structured(value).into(),
+            Ok(value) => CallToolResult::structured(compact(&request.name, value)).into(),
+            Err(error) => error_result(error).into(),
+        })
+    }
+}
+
+/// A failed tool call as MCP 2025-11-25 wants it (SEP-1303): a result with `isError`,
+/// the message as text (for the model to read and correct itself) and the contract's
+/// `{code, message, field}` as structured content.
+pub fn error_result(error: MemoryError) -> CallToolResult {
+    if matches!(
+        error.code,
+        ErrorCode::Internal | ErrorCode::BackendUnavailable
+    ) {
+        tracing::error!(code = error.code.as_str(), message = %error.message, "MCP tool call failed");
+    }
+    let message = match &error.field {
+        Some(field) if !error.message.contains(field.as_str()) => {
+            format!("{} ({field})", error.message)
+        }
+        _ => error.message.clone(),
+    };
+    let detail = serde_json::to_value(ErrorDetail::from(error)).unwrap_or(Value::Null);
+    let mut result = CallToolResult::structured_error(detail);
+    result.content = vec![rmcp::model::ContentBlock::text(message)];
+    result
+}
+
+/// The fields of a memory a compact answer keeps: what a model needs to use it.
+const COMPACT_FIELDS: &[&str] = &["id", "type", "content", "occurred_at", "created_at"];
+
+/// A memory reduced to [`COMPACT_FIELDS`] (and its tags when it has any).
+fn compact_memory(memory: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for field in COMPACT_FIELDS {
+        if let Some(value) = memory.get(*field) {
+            out.insert((*field).to_string(), value.clone());
+        }
+    }
+    if let Some(tags) = memory
+        .get("tags")
+        .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        out.insert("tags".into(), tags.clone());
+    }
+    Value::Object(out)
+}
+
+/// The compact answer of a tool (recall and list_memories); others answer in full.
+/// `verbose: true` asks for the full answer.
+fn compact(tool: &str, mut value: Value) -> Value {
+    match tool {
+        "recall" => {
+            if let Some(results) = value.get_mut("results").and_then(Value::as_array_mut) {
+                for hit in results.iter_mut() {
+                    let mut flat = compact_memory(&hit["memory"]);
+                    flat["score"] = hit["score"].clone();
+                    *hit = flat;
+                }
+            }
+            if let Some(object) = value.as_object_mut() {
+                object.remove("took_ms");
+            }
+            value
+        }
+        "list_memories" => {
+            if let Some(memories) = value.get_mut("memories").and_then(Value::as_array_mut) {
+                for memory in memories.iter_mut() {
+                    *memory = compact_memory(memory);
+                }
+            }
+            value
+        }
+        _ => value,
     }
 }
 
@@ -504,6 +790,16 @@ pub async fn admit_session(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
+    if request.method() == axum::http::Method::DELETE {
+        // rmcp answers a session's end with 202; the SDKs expect 200 or 204 (and log
+        // "Session termination failed: 202" otherwise). Nothing follows the answer.
+        let mut response = next.run(request).await;
+        if response.status() == axum::http::StatusCode::ACCEPTED {
+            *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+            *response.body_mut() = axum::body::Body::empty();
+        }
+        return response;
+    }
     let opens_session = request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
     if !opens_session {
@@ -660,10 +956,12 @@ impl SessionManager for BoundedSessions {
 pub async fn serve_stdio(
     runtime: Runtime,
     project_roots: crate::context::ProjectRoots,
+    default_agent: Option<String>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
     let running = MnemosMcp::new(runtime, project_roots, Some(Caller::operator(Surface::Mcp)))
+        .with_default_agent(default_agent)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|error| anyhow::anyhow!("MCP initialisation failed: {error}"))?;
@@ -688,7 +986,7 @@ mod tests {
     fn every_tool_has_a_plain_object_schema_with_required_fields() {
         let tools = tool_definitions();
         assert_eq!(tools.len(), TOOLS.len());
-        assert_eq!(tools.len(), 19);
+        assert_eq!(tools.len(), 23);
         for tool in &tools {
             let schema = Value::Object((*tool.input_schema).clone());
             assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);
@@ -697,8 +995,14 @@ mod tests {
             // consolidate and reflect only an agent, which a bound key supplies) requires nothing.
             assert!(
                 !required.is_empty()
-                    || ["forget", "consolidate", "reflect", "project_list"]
-                        .contains(&tool.name.as_ref()),
+                    || [
+                        "forget",
+                        "consolidate",
+                        "reflect",
+                        "project_list",
+                        "list_memories"
+                    ]
+                    .contains(&tool.name.as_ref()),
                 "{}: {schema}",
                 tool.name
             );

@@ -14,7 +14,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use mnemos_actors::error::{ErrorCode, MemoryError};
-use utoipa::OpenApi;
 
 use crate::contract::errors::{ApiError, HttpRefusal, Refused};
 use crate::http::guard::{Guard, GuardSettings};
@@ -56,7 +55,7 @@ pub fn router(parts: RouterParts) -> Router {
         .merge(crate::proxy::routes(parts.proxy, runtime))
         .route(
             "/openapi.json",
-            get(|| async { axum::Json(crate::http::openapi::ApiDoc::openapi()) }),
+            get(|| async { axum::Json(crate::http::openapi::document()) }),
         )
         .merge(mcp)
         .fallback(not_found_route)

@@ -5,9 +5,13 @@
     python3 tests/mcp_client.py http <url>                   # e.g. http://127.0.0.1:8077/mcp
                                                              # env MNEMOS_KEY: send it as the bearer key
 
-Initialises a session, lists the tools (all nineteen, each with an input schema that has
-`required` unless every argument is optional), calls every tool with valid arguments, then makes bad calls and checks
-that they fail with an MCP error whose data carries `invalid_argument` and the field.
+Initialises a session, lists the tools (all twenty-three, each with an input schema that has
+`required` unless every argument is optional, the contract's enums and bounds, and an output
+schema where the answer has one), calls every tool with valid arguments, then makes bad
+calls and checks that they come back as tool results with `isError` whose structured
+content carries `invalid_argument` and the field (MCP 2025-11-25); an unknown tool is a
+JSON-RPC error. With MNEMOS_DEFAULT_AGENT set (the server acts as that agent when a call
+names none), the calls after the first leave agent_id out.
 Prints a JSON summary on stdout; exits non-zero on any failure.
 """
 
@@ -35,8 +39,17 @@ TOOLS = {
     "forget", "consolidate", "reflect", "memory_history", "build_context",
     "extract_turn", "project_put", "project_list", "kv_put", "kv_get", "kv_search",
     "kv_list_by_tag", "kv_stats", "kv_delete",
+    "list_memories", "get_memory", "update_memory", "delete_memory",
 }
-AGENT = "mcp-client"
+AGENT = os.environ.get("MNEMOS_DEFAULT_AGENT") or "mcp-client"
+DEFAULT_AGENT = bool(os.environ.get("MNEMOS_DEFAULT_AGENT"))
+
+
+def implicit(arguments):
+    """With a connection default agent, leave out an agent_id that names it."""
+    if DEFAULT_AGENT and arguments.get("agent_id") == AGENT:
+        return {k: v for k, v in arguments.items() if k != "agent_id"}
+    return arguments
 
 
 def attr(obj, *names):
@@ -55,7 +68,7 @@ def check(condition, message):
 
 async def call(session, name, arguments):
     """Call a tool; return its structured content (falling back to the text JSON)."""
-    result = await session.call_tool(name, arguments)
+    result = await session.call_tool(name, implicit(arguments))
     check(not attr(result, "is_error", "isError"), f"{name} returned an error result: {result}")
     structured = attr(result, "structured_content", "structuredContent")
     text = [c.text for c in result.content if getattr(c, "type", "") == "text"]
@@ -65,17 +78,21 @@ async def call(session, name, arguments):
     return structured
 
 
+async def expect_error(session, name, arguments, code, field):
+    """A failing call is a tool result with isError: the message as text, the contract's
+    {code, message, field} as structured content (the SDK does not raise)."""
+    result = await session.call_tool(name, implicit(arguments))
+    check(attr(result, "is_error", "isError") is True, f"{name} with bad arguments succeeded: {result}")
+    data = attr(result, "structured_content", "structuredContent") or {}
+    text = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+    check(data.get("code") == code, f"{name}: structured content {data}, want code {code}")
+    check(data.get("field") == field, f"{name}: field {data.get('field')!r}, want {field!r}")
+    check(text and (field is None or field in text[0]), f"{name}: text does not name {field}: {text}")
+    return {"tool": name, "data": data}
+
+
 async def expect_invalid(session, name, arguments, field):
-    try:
-        result = await session.call_tool(name, arguments)
-    except _McpError as error:
-        data = error.error.data or {}
-        check(error.error.code == -32602, f"{name}: JSON-RPC code {error.error.code}, want -32602")
-        check(data.get("code") == "invalid_argument", f"{name}: data {data}")
-        check(data.get("field") == field, f"{name}: field {data.get('field')!r}, want {field!r}")
-        check(field in error.error.message, f"{name}: message does not name {field}: {error.error.message}")
-        return {"tool": name, "code": error.error.code, "data": data}
-    raise AssertionError(f"{name} with bad arguments succeeded: {result}")
+    return await expect_error(session, name, arguments, "invalid_argument", field)
 
 
 async def exercise(session):
@@ -92,11 +109,18 @@ async def exercise(session):
         check(isinstance(schema, dict) and schema.get("type") == "object", f"{tool.name}: schema {schema}")
         # A tool whose every argument has a default (forget takes an id or a query,
         # consolidate only an agent, which a key bound to one supplies) requires nothing.
-        optional = {"forget", "consolidate", "reflect", "project_list"}
+        optional = {"forget", "consolidate", "reflect", "project_list", "list_memories"}
         check(tool.name in optional or schema.get("required"), f"{tool.name}: schema has no required fields")
         check("$ref" not in json.dumps(schema), f"{tool.name}: schema has a $ref")
         check(tool.description and len(tool.description) > 40, f"{tool.name}: no useful description")
     summary["tools"] = sorted(names)
+    by_name = {tool.name: tool for tool in listed.tools}
+    remember_schema = attr(by_name["remember"], "input_schema", "inputSchema")["properties"]
+    check("semantic" in (remember_schema["type"].get("enum") or []), f"remember.type has no enum: {remember_schema['type']}")
+    check(remember_schema["importance"].get("maximum") == 1, f"importance has no bound: {remember_schema['importance']}")
+    for name in ("recall", "list_memories", "remember", "get_memory"):
+        output = attr(by_name[name], "output_schema", "outputSchema")
+        check(isinstance(output, dict) and output.get("type") == "object", f"{name}: no output schema")
 
     first = await call(session, "remember", {
         "agent_id": AGENT, "content": "Alice prefers green tea in the morning",
@@ -116,7 +140,15 @@ async def exercise(session):
     check(len(batch["results"]) == 2, f"remember_batch: {batch}")
 
     recalled = await call(session, "recall", {"agent_id": AGENT, "query": "what tea does Alice like?", "limit": 3})
-    check(recalled["results"] and recalled["results"][0]["memory"]["id"] == first_id, f"recall: {recalled}")
+    check(recalled["results"] and recalled["results"][0]["id"] == first_id, f"recall: {recalled}")
+    hit = recalled["results"][0]
+    check(set(hit) <= {"id", "type", "content", "score", "occurred_at", "created_at", "tags"}
+          and 0 < hit["score"] <= 1, f"recall hit is not compact: {hit}")
+    check(len(json.dumps(hit)) < 300, f"compact hit is long: {hit}")
+    full = await call(session, "recall", {"agent_id": AGENT, "query": "what tea does Alice like?", "limit": 1,
+                                          "verbose": True})
+    check(full["results"][0]["memory"]["id"] == first_id and "importance" in full["results"][0]["memory"],
+          f"verbose recall: {full}")
 
     edge = await call(session, "associate", {
         "agent_id": AGENT, "from_id": first_id, "to_id": second_id, "relation": "about_alice", "weight": 0.9,
@@ -162,9 +194,22 @@ async def exercise(session):
     })
     check(hidden["memory"]["project_id"] == "vault", f"remember in a project session: {hidden}")
     outside = await call(session, "recall", {"agent_id": AGENT, "query": "vault combination"})
-    check(all(r["memory"]["id"] != hidden["memory"]["id"] for r in outside["results"]), f"recall outside: {outside}")
+    check(all(r["id"] != hidden["memory"]["id"] for r in outside["results"]), f"recall outside: {outside}")
     inside = await call(session, "recall", {"agent_id": AGENT, "query": "vault combination", "project_id": "vault"})
-    check(inside["results"][0]["memory"]["id"] == hidden["memory"]["id"], f"recall inside: {inside}")
+    check(inside["results"][0]["id"] == hidden["memory"]["id"], f"recall inside: {inside}")
+
+    # Memories as resources of the tools: list, get, update, delete.
+    page = await call(session, "list_memories", {"agent_id": AGENT, "limit": 2})
+    check(len(page["memories"]) == 2 and page["next_cursor"], f"list_memories: {page}")
+    got_memory = await call(session, "get_memory", {"agent_id": AGENT, "id": first_id})
+    check(got_memory["content"] == "Alice prefers green tea in the morning", f"get_memory: {got_memory}")
+    updated = await call(session, "update_memory", {"agent_id": AGENT, "id": first_id,
+                                                    "content": "Alice prefers green tea in the morning, with honey"})
+    check(updated["content"].endswith("with honey") and updated["version"] == 2,
+          f"update_memory: {updated}")
+    gone = await call(session, "delete_memory", {"agent_id": AGENT, "id": hidden["memory"]["id"]})
+    check(gone["deleted"] == hidden["memory"]["id"], f"delete_memory: {gone}")
+    await expect_error(session, "get_memory", {"agent_id": AGENT, "id": hidden["memory"]["id"]}, "not_found", "id")
 
     # KV namespaces: shared by name between nodes, LRU-bounded.
     put = await call(session, "kv_put", {
@@ -194,7 +239,14 @@ async def exercise(session):
         await expect_invalid(session, "extract_turn", {"agent_id": AGENT, "assistant": "ok"}, "user"),
         await expect_invalid(session, "kv_put", {"agent_id": AGENT, "namespace": "crew", "key": "k"}, "value"),
         await expect_invalid(session, "kv_stats", {"namespace": "bad name"}, "namespace"),
+        await expect_invalid(session, "recall", {"agent_id": AGENT, "query": "tea", "min_score": 2}, "min_score"),
     ]
+    try:
+        result = await session.call_tool("no_such_tool", {})
+    except _McpError as error:
+        check(error.error.code == -32602, f"unknown tool: JSON-RPC code {error.error.code}")
+    else:
+        raise AssertionError(f"an unknown tool answered a result: {result}")
     return summary
 
 

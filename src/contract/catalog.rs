@@ -10,7 +10,7 @@ use serde_json::Value;
 use utoipa::OpenApi;
 
 use super::parse::from_json_value;
-use super::{kv, projects, tools, wire};
+use super::{kv, memories, projects, tools, wire};
 use crate::auth::Caller;
 use crate::context::ProjectRoots;
 
@@ -27,6 +27,16 @@ use crate::context::ProjectRoots;
     wire::HistoryBody,
     wire::BuildContextBody,
     wire::ExtractTurnBody,
+    wire::ListParams,
+    wire::MemoryRefBody,
+    wire::UpdateMemoryBody,
+    wire::MemoryView,
+    wire::RememberResponse,
+    wire::RememberBatchResponse,
+    wire::ExtractTurnResponse,
+    wire::DeleteResponse,
+    wire::HistoryResponse,
+    wire::ForgetResponse,
     projects::ProjectPutBody,
     projects::ProjectListBody,
     kv::KvPutBody,
@@ -71,6 +81,25 @@ pub async fn call_tool(
         "memory_history" => answer(tools::memory_history(runtime, caller, parse(args)?).await),
         "build_context" => answer(tools::build_context(runtime, caller, roots, parse(args)?).await),
         "extract_turn" => answer(tools::extract_turn(runtime, caller, parse(args)?).await),
+        "list_memories" => answer(memories::list_memories(runtime, caller, parse(args)?).await),
+        "get_memory" => {
+            let body: wire::MemoryRefBody = parse(args)?;
+            let owner = wire::AgentParam {
+                agent_id: body.agent_id,
+            };
+            answer(memories::get_memory(runtime, caller, body.id, owner).await)
+        }
+        "update_memory" => {
+            let (id, owner, patch) = parse::<wire::UpdateMemoryBody>(args)?.into_parts();
+            answer(memories::patch_memory(runtime, caller, id, owner, patch).await)
+        }
+        "delete_memory" => {
+            let body: wire::MemoryRefBody = parse(args)?;
+            let owner = wire::AgentParam {
+                agent_id: body.agent_id,
+            };
+            answer(memories::delete_memory(runtime, caller, body.id, owner).await)
+        }
         "project_put" => answer(projects::project_put(runtime, caller, parse(args)?).await),
         "project_list" => answer(projects::project_list(runtime, caller, parse(args)?).await),
         "kv_put" => answer(kv::kv_put(runtime, caller, parse(args)?).await),

@@ -99,6 +99,7 @@ pub struct KeysResponse {
 
 /// Which keys or audit entries to list.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AdminListParams {
     /// Only this tenant's (an admin of one tenant always sees only its own).

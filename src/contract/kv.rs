@@ -226,6 +226,7 @@ pub struct KvSearchResponse {
 
 /// Query of `GET /v1/namespaces/{namespace}/entries`.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct KvListParams {
     /// Only entries with this tag.

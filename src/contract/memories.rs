@@ -2,12 +2,12 @@
 //! `/v1/cognition/runs`, archival): wire query in, wire answer out, shared by the REST
 //! routes and the CLI.
 
-use mnemos_actors::error::MemoryResult;
+use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::MemoryId;
 use mnemos_actors::store::ListQuery;
 use mnemos_actors::Runtime;
 
-use super::parse::{memory_status, memory_type, project};
+use super::parse::{memory_status, memory_type, project, session};
 use super::wire::*;
 use crate::auth::{Caller, Scope};
 
@@ -77,6 +77,123 @@ pub async fn delete_memory(
     let id = MemoryId(id);
     runtime.delete(Some(&owner), &id).await?;
     Ok(DeleteResponse { deleted: id.0 })
+}
+
+/// The exchanges of a chat transcript: each run of user messages with the assistant
+/// replies that follow it (system messages are context, not mined). A role other than
+/// user, assistant or system is refused naming the message.
+pub fn exchanges(messages: &[ChatMessage]) -> MemoryResult<Vec<(String, String)>> {
+    if messages.is_empty() {
+        return Err(MemoryError::invalid(
+            "messages",
+            "messages must hold at least one {\"role\", \"content\"} message",
+        ));
+    }
+    let mut turns = Vec::new();
+    let (mut user, mut assistant) = (Vec::<&str>::new(), Vec::<&str>::new());
+    for (index, message) in messages.iter().enumerate() {
+        match message.role.as_str() {
+            "user" => {
+                if !assistant.is_empty() {
+                    turns.push((user.join("\n"), assistant.join("\n")));
+                    user.clear();
+                    assistant.clear();
+                }
+                user.push(&message.content);
+            }
+            "assistant" => assistant.push(&message.content),
+            "system" => {}
+            other => {
+                return Err(MemoryError::invalid(
+                    format!("messages[{index}].role"),
+                    format!("role must be user, assistant or system (got {other:?})"),
+                ))
+            }
+        }
+    }
+    if !user.is_empty() || !assistant.is_empty() {
+        turns.push((user.join("\n"), assistant.join("\n")));
+    }
+    Ok(turns
+        .into_iter()
+        .filter(|(u, a)| !(u.trim().is_empty() && a.trim().is_empty()))
+        .collect())
+}
+
+/// Mine a conversation for memories (`POST /v1/memories`): every exchange as
+/// `extract_turn` mines one; each memory it lands on is answered once.
+pub async fn add_memories(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: AddMemoriesBody,
+) -> MemoryResult<ExtractTurnResponse> {
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
+    let session_id = session("session_id", body.session_id.as_deref())?;
+    if body.metadata.as_ref().is_some_and(|m| !m.is_object()) {
+        return Err(MemoryError::invalid(
+            "metadata",
+            "metadata must be a JSON object",
+        ));
+    }
+    let turns = exchanges(&body.messages)?;
+    let budget = runtime.config().extraction_max_per_turn;
+    caller.spend_session_writes(
+        session_id.as_ref().map_or("", |s| s.as_str()),
+        budget.max(1) * turns.len().max(1),
+    )?;
+    let metadata = caller.with_provenance(body.metadata, session_id.as_ref().map(|s| s.as_str()));
+    let mut stored: Vec<MemoryView> = Vec::new();
+    for (user, assistant) in turns {
+        let outcomes = runtime
+            .extract_turn(
+                &agent,
+                &user,
+                &assistant,
+                session_id.clone(),
+                budget,
+                metadata.clone(),
+            )
+            .await?;
+        for outcome in outcomes {
+            if !stored.iter().any(|m| m.id == outcome.memory.id.0) {
+                stored.push(outcome.memory.into());
+            }
+        }
+    }
+    Ok(ExtractTurnResponse { stored })
+}
+
+/// Delete every memory of one agent (history included), page by page.
+pub async fn delete_all_memories(
+    runtime: &Runtime,
+    caller: &Caller,
+    params: DeleteAllParams,
+) -> MemoryResult<DeleteAllResponse> {
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", params.agent_id.as_deref())?;
+    let mut deleted = 0u64;
+    loop {
+        let query = ListQuery {
+            agent_id: Some(agent.clone()),
+            memory_type: None,
+            status: None,
+            tag: None,
+            limit: 200,
+            cursor: None,
+            occurred: None,
+            project_id: None,
+        };
+        let (page, _) = runtime.list(query).await?;
+        if page.is_empty() {
+            break;
+        }
+        for memory in page {
+            runtime.delete(Some(&agent), &memory.id).await?;
+            deleted += 1;
+        }
+    }
+    Ok(DeleteAllResponse { deleted })
 }
 
 /// The version history of a memory by id (the resource form of `memory_history`).

@@ -110,6 +110,17 @@ pub fn memory_status(field: &str, raw: Option<&str>) -> MemoryResult<Option<Memo
     raw.map(|s| MemoryStatus::parse(field, s)).transpose()
 }
 
+/// Recall's `min_score`: a number from 0 to 1.
+pub fn min_score(raw: Option<f64>) -> MemoryResult<Option<f64>> {
+    match raw {
+        Some(value) if !(0.0..=1.0).contains(&value) => Err(MemoryError::invalid(
+            "min_score",
+            format!("min_score must be between 0 and 1 (scores are on 0..1); got {value}"),
+        )),
+        other => Ok(other),
+    }
+}
+
 /// A required string that arrives in an optional wire field (query parameters).
 pub fn required(field: &str, value: Option<String>) -> MemoryResult<String> {
     value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))

@@ -100,6 +100,7 @@ pub struct ProjectListBody {
 
 /// Query naming the owner of a project.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectOwnerParam {
     /// Owner (required).

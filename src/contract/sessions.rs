@@ -248,6 +248,7 @@ impl From<CompactionReport> for CompactResponse {
 
 /// Query of `GET /v1/sessions/{id}/messages`.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SessionParams {
     /// Owner of the session (required).

@@ -101,6 +101,8 @@ pub async fn recall(
     let time_range = time_query(body.time_query.as_deref(), now)?;
     let types = memory_types("type", &body.types.map(|t| t.0).unwrap_or_default())?;
     let session_id = session("session_id", body.session_id.as_deref())?;
+    let min_score = super::parse::min_score(body.min_score)?;
+    let limit = body.limit.unwrap_or(10);
     let outcome = runtime
         .recall(RecallInput {
             agent_id: agent,
@@ -117,7 +119,9 @@ pub async fn recall(
         })
         .await?;
     metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
-    Ok(RecallResponse::from_outcome(outcome, debug))
+    Ok(RecallResponse::from_outcome(
+        outcome, debug, limit, min_score,
+    ))
 }
 
 /// Assemble a ready-to-inject context block within a token budget; a `project_root`

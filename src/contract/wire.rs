@@ -360,6 +360,10 @@ pub struct RecallBody {
     pub project_id: Option<String>,
     /// Return per-retriever scores.
     pub debug: Option<bool>,
+    /// Only results scoring at least this (0..1; see `score`). Default: every result with
+    /// some evidence (a score above 0).
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub min_score: Option<f64>,
 }
 
 /// One recall result.
@@ -367,7 +371,11 @@ pub struct RecallBody {
 pub struct RecallResult {
     /// The memory.
     pub memory: MemoryView,
-    /// Final score.
+    /// Final score on 0..1: the fused evidence of the retrievers relative to a perfect
+    /// match by each, times the re-rank factors (importance, retention, session, project,
+    /// a period the question names), compressed above 0.8 so it never passes 1. Higher is
+    /// better; a result with no evidence (score 0) is never returned.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub score: f64,
     /// Retention now.
     pub retention: f64,
@@ -382,8 +390,8 @@ impl From<RecallHit> for RecallResult {
     fn from(h: RecallHit) -> Self {
         Self {
             memory: h.memory.into(),
-            score: h.score,
-            retention: h.retention,
+            score: round_score(h.score),
+            retention: round_score(h.retention),
             matched_by: h.matched_by.into_iter().map(str::to_string).collect(),
             components: h
                 .components
@@ -407,13 +415,47 @@ pub struct RecallResponse {
     /// (`"hnsw (qdrant behind: 12 entries)"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<BTreeMap<String, String>>,
+    /// Why there are fewer results than `limit`, when there are (no padding with
+    /// unrelated memories).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Round a score to 4 decimals (no f32 artefacts such as 0.800000011920929).
+pub fn round_score(score: f64) -> f64 {
+    (score * 10_000.0).round() / 10_000.0
 }
 
 impl RecallResponse {
-    /// The wire answer; per-stage timings and read sources only when debugging.
-    pub fn from_outcome(outcome: RecallOutcome, debug: bool) -> Self {
+    /// The wire answer; per-stage timings and read sources only when debugging. Results
+    /// under `min_score` are dropped; when fewer than `limit` remain, `note` says why.
+    pub fn from_outcome(
+        outcome: RecallOutcome,
+        debug: bool,
+        limit: usize,
+        min_score: Option<f64>,
+    ) -> Self {
+        let found = outcome.hits.len();
+        let results: Vec<RecallResult> = outcome
+            .hits
+            .into_iter()
+            .filter(|hit| min_score.is_none_or(|floor| hit.score >= floor))
+            .map(Into::into)
+            .collect();
+        let note = (results.len() < limit).then(|| match min_score {
+            Some(floor) if results.len() < found => format!(
+                "{} of the {limit} results asked for scored at least min_score {floor}; {} more matched weakly",
+                results.len(),
+                found - results.len()
+            ),
+            _ => format!(
+                "only {} memories matched the query (of the {limit} asked for); no unrelated memory is added",
+                results.len()
+            ),
+        });
         Self {
-            results: outcome.hits.into_iter().map(Into::into).collect(),
+            note,
+            results,
             took_ms: outcome.took_ms,
             sources: debug.then(|| {
                 outcome
@@ -767,6 +809,7 @@ pub struct RunsResponse {
 
 /// Query of `GET /v1/memories`.
 #[derive(Debug, Clone, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// Owner (required).
@@ -797,6 +840,7 @@ pub struct ListResponse {
 
 /// Query naming an optional owner.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AgentParam {
     /// When given, the memory must belong to this agent.
@@ -805,6 +849,7 @@ pub struct AgentParam {
 
 /// Query of `GET /v1/cognition/runs`.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunsParams {
     /// Only this agent's runs.
@@ -859,6 +904,108 @@ impl PatchBody {
             memory_type: memory_type("type", self.memory_type.as_deref())?,
         })
     }
+}
+
+/// MCP `get_memory` and `delete_memory`: one memory by id.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryRefBody {
+    /// The memory's id (required).
+    pub id: String,
+    /// Owner (required unless the API key or the connection supplies it).
+    pub agent_id: Option<String>,
+}
+
+/// MCP `update_memory`: the memory by id and the fields to change (as `PATCH`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMemoryBody {
+    /// The memory's id (required).
+    pub id: String,
+    /// Owner (required unless the API key or the connection supplies it).
+    pub agent_id: Option<String>,
+    /// New content.
+    pub content: Option<String>,
+    /// New importance (0..1).
+    pub importance: Option<f32>,
+    /// New tags.
+    pub tags: Option<Vec<String>>,
+    /// New status.
+    pub status: Option<String>,
+    /// New shared flag.
+    pub shared: Option<bool>,
+    /// New metadata object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    /// New type.
+    #[serde(rename = "type")]
+    pub memory_type: Option<String>,
+}
+
+impl UpdateMemoryBody {
+    /// The id, the owner as named, and the patch.
+    pub fn into_parts(self) -> (String, AgentParam, PatchBody) {
+        (
+            self.id,
+            AgentParam {
+                agent_id: self.agent_id,
+            },
+            PatchBody {
+                content: self.content,
+                title: None,
+                importance: self.importance,
+                tags: self.tags,
+                status: self.status,
+                shared: self.shared,
+                metadata: self.metadata,
+                memory_type: self.memory_type,
+            },
+        )
+    }
+}
+
+/// One chat message of `POST /v1/memories`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatMessage {
+    /// Who said it.
+    #[schema(pattern = "^(user|assistant|system)$")]
+    pub role: String,
+    /// What was said.
+    pub content: String,
+}
+
+/// `POST /v1/memories`: a conversation (a list of chat messages) to mine for memories.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMemoriesBody {
+    /// Owner (required unless the API key is bound to one agent, which supplies it).
+    pub agent_id: Option<String>,
+    /// The messages, in order (at least one). Each user message (with the assistant's
+    /// reply that follows it) is one exchange, mined as `extract_turn` mines one; system
+    /// messages are not mined.
+    pub messages: Vec<ChatMessage>,
+    /// Session the conversation belongs to.
+    pub session_id: Option<String>,
+    /// JSON object stored with every memory made from it.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Query of `DELETE /v1/memories` (every memory of one agent).
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteAllParams {
+    /// Owner whose memories are deleted (required unless the key is bound to one agent).
+    pub agent_id: Option<String>,
+}
+
+/// Answer of `DELETE /v1/memories`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeleteAllResponse {
+    /// How many memories were deleted (history included).
+    pub deleted: u64,
 }
 
 /// Answer of `DELETE /v1/memories/{id}`.

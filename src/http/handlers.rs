@@ -26,7 +26,7 @@ pub(crate) type Shared = State<Arc<AppState>>;
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// Store one memory.
-#[utoipa::path(post, path = "/tools/remember", request_body = RememberBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/remember", request_body = RememberBody,
     responses((status = 201, body = RememberResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn remember(
@@ -39,7 +39,7 @@ pub async fn remember(
 }
 
 /// Store several memories atomically.
-#[utoipa::path(post, path = "/tools/remember_batch", request_body = RememberBatchBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/remember_batch", request_body = RememberBatchBody,
     responses((status = 201, body = RememberBatchResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn remember_batch(
@@ -52,7 +52,7 @@ pub async fn remember_batch(
 }
 
 /// Mine one user/assistant exchange for memories worth keeping.
-#[utoipa::path(post, path = "/tools/extract_turn", request_body = ExtractTurnBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/extract_turn", request_body = ExtractTurnBody,
     responses((status = 200, body = ExtractTurnResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn extract_turn(
@@ -66,7 +66,7 @@ pub async fn extract_turn(
 }
 
 /// Recall the memories that matter for a query.
-#[utoipa::path(post, path = "/tools/recall", request_body = RecallBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/recall", request_body = RecallBody,
     responses((status = 200, body = RecallResponse), (status = 400, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn recall(
@@ -78,7 +78,7 @@ pub async fn recall(
 }
 
 /// Assemble a ready-to-inject context block within a token budget.
-#[utoipa::path(post, path = "/tools/build_context", request_body = BuildContextBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/build_context", request_body = BuildContextBody,
     responses((status = 200, body = BuildContextResponse), (status = 400, body = ErrorBody),
         (status = 403, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
@@ -93,7 +93,7 @@ pub async fn build_context(
 }
 
 /// Link two memories.
-#[utoipa::path(post, path = "/tools/associate", request_body = AssociateBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/associate", request_body = AssociateBody,
     responses((status = 201, body = AssociationView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn associate(
@@ -106,7 +106,7 @@ pub async fn associate(
 }
 
 /// Spread activation from a memory through its associations.
-#[utoipa::path(post, path = "/tools/spreading_activation", request_body = SpreadingActivationBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/spreading_activation", request_body = SpreadingActivationBody,
     responses((status = 200, body = SpreadingActivationResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn spreading_activation(
@@ -120,7 +120,7 @@ pub async fn spreading_activation(
 }
 
 /// Forget (archive) a memory or the memories matching a query.
-#[utoipa::path(post, path = "/tools/forget", request_body = ForgetBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/forget", request_body = ForgetBody,
     responses((status = 200, body = ForgetResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn forget(
@@ -132,7 +132,7 @@ pub async fn forget(
 }
 
 /// Run a consolidation pass for an agent now.
-#[utoipa::path(post, path = "/tools/consolidate", request_body = AgentBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/consolidate", request_body = AgentBody,
     responses((status = 200, body = RunView), (status = 400, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn consolidate(
@@ -147,7 +147,7 @@ pub async fn consolidate(
 
 /// Archive idle sessions now (what the 03:00 job does): each session idle for
 /// `archival.idle_hours` gets a summary tagged `archive_summary` and its working memory is cleared.
-#[utoipa::path(post, path = "/v1/admin/archive",
+#[utoipa::path(post, tag = "admin", path = "/v1/admin/archive",
     responses((status = 200, body = RunView), (status = 503, body = ErrorBody)))]
 #[tracing::instrument(skip_all)]
 pub async fn archive(
@@ -168,7 +168,7 @@ pub async fn archive(
 }
 
 /// Statistics of an agent's memories.
-#[utoipa::path(post, path = "/tools/reflect", request_body = AgentBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/reflect", request_body = AgentBody,
     responses((status = 200, body = ReflectResponse), (status = 400, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id))]
 pub async fn reflect(
@@ -180,7 +180,7 @@ pub async fn reflect(
 }
 
 /// Version history of a memory.
-#[utoipa::path(post, path = "/tools/memory_history", request_body = HistoryBody,
+#[utoipa::path(post, tag = "tools", path = "/tools/memory_history", request_body = HistoryBody,
     responses((status = 200, body = HistoryResponse), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(memory_id = %body.id))]
 pub async fn memory_history(
@@ -194,7 +194,7 @@ pub async fn memory_history(
 }
 
 /// Browse an agent's memories, newest first.
-#[utoipa::path(get, path = "/v1/memories", params(ListParams),
+#[utoipa::path(get, tag = "memories", path = "/v1/memories", params(ListParams),
     responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody)))]
 pub async fn list_memories(
     State(state): Shared,
@@ -206,8 +206,33 @@ pub async fn list_memories(
     ))
 }
 
+/// Mine a conversation (chat messages) for memories.
+#[utoipa::path(post, tag = "memories", path = "/v1/memories", request_body = AddMemoriesBody,
+    responses((status = 201, body = ExtractTurnResponse), (status = 400, body = ErrorBody)))]
+pub async fn add_memories(
+    State(state): Shared,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<AddMemoriesBody>,
+) -> ApiResult<(StatusCode, Json<ExtractTurnResponse>)> {
+    let response = memories::add_memories(&state.runtime, &caller, body).await?;
+    Ok((StatusCode::CREATED, Json(response)))
+}
+
+/// Delete every memory of one agent.
+#[utoipa::path(delete, tag = "memories", path = "/v1/memories", params(DeleteAllParams),
+    responses((status = 200, body = DeleteAllResponse), (status = 400, body = ErrorBody)))]
+pub async fn delete_all_memories(
+    State(state): Shared,
+    Authenticated(caller): Authenticated,
+    ApiQuery(params): ApiQuery<DeleteAllParams>,
+) -> ApiResult<Json<DeleteAllResponse>> {
+    Ok(Json(
+        memories::delete_all_memories(&state.runtime, &caller, params).await?,
+    ))
+}
+
 /// One memory.
-#[utoipa::path(get, path = "/v1/memories/{id}", params(("id" = String, Path), AgentParam),
+#[utoipa::path(get, tag = "memories", path = "/v1/memories/{id}", params(("id" = String, Path), AgentParam),
     responses((status = 200, body = MemoryView), (status = 404, body = ErrorBody)))]
 pub async fn get_memory(
     State(state): Shared,
@@ -221,7 +246,7 @@ pub async fn get_memory(
 }
 
 /// Change a memory; the previous state is kept in its history.
-#[utoipa::path(patch, path = "/v1/memories/{id}", params(("id" = String, Path), AgentParam), request_body = PatchBody,
+#[utoipa::path(patch, tag = "memories", path = "/v1/memories/{id}", params(("id" = String, Path), AgentParam), request_body = PatchBody,
     responses((status = 200, body = MemoryView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn patch_memory(
     State(state): Shared,
@@ -236,7 +261,7 @@ pub async fn patch_memory(
 }
 
 /// Delete a memory everywhere, history included.
-#[utoipa::path(delete, path = "/v1/memories/{id}", params(("id" = String, Path), AgentParam),
+#[utoipa::path(delete, tag = "memories", path = "/v1/memories/{id}", params(("id" = String, Path), AgentParam),
     responses((status = 200, body = DeleteResponse), (status = 404, body = ErrorBody)))]
 pub async fn delete_memory(
     State(state): Shared,
@@ -250,7 +275,7 @@ pub async fn delete_memory(
 }
 
 /// Version history of a memory.
-#[utoipa::path(get, path = "/v1/memories/{id}/history", params(("id" = String, Path), AgentParam),
+#[utoipa::path(get, tag = "memories", path = "/v1/memories/{id}/history", params(("id" = String, Path), AgentParam),
     responses((status = 200, body = HistoryResponse), (status = 404, body = ErrorBody)))]
 pub async fn memory_history_resource(
     State(state): Shared,
@@ -264,7 +289,7 @@ pub async fn memory_history_resource(
 }
 
 /// Consolidation run log.
-#[utoipa::path(get, path = "/v1/cognition/runs", params(RunsParams),
+#[utoipa::path(get, tag = "cognition", path = "/v1/cognition/runs", params(RunsParams),
     responses((status = 200, body = RunsResponse), (status = 400, body = ErrorBody)))]
 pub async fn cognition_runs(
     State(state): Shared,
@@ -312,7 +337,7 @@ pub async fn inject_fault(
 }
 
 /// Liveness; per-backend and per-actor state for an admin (or with `auth.public_metrics`).
-#[utoipa::path(get, path = "/health", responses((status = 200, body = HealthView)))]
+#[utoipa::path(get, tag = "service", path = "/health", responses((status = 200, body = HealthView)))]
 pub async fn health(
     State(state): Shared,
     MaybeAuthenticated(caller): MaybeAuthenticated,
@@ -323,7 +348,7 @@ pub async fn health(
 }
 
 /// Prometheus metrics (an admin key, unless `auth.public_metrics`).
-#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String, content_type = "text/plain"),
+#[utoipa::path(get, tag = "service", path = "/metrics", responses((status = 200, body = String, content_type = "text/plain"),
     (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub async fn metrics(
     State(state): Shared,

@@ -138,7 +138,12 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/tools/memory_history", post(handlers::memory_history))
         .route("/tools/build_context", post(handlers::build_context))
         .route("/tools/extract_turn", post(handlers::extract_turn))
-        .route("/v1/memories", get(handlers::list_memories))
+        .route(
+            "/v1/memories",
+            get(handlers::list_memories)
+                .post(handlers::add_memories)
+                .delete(handlers::delete_all_memories),
+        )
         .route(
             "/v1/memories/{id}",
             get(handlers::get_memory)

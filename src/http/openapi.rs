@@ -6,8 +6,115 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::Modify;
 
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
 use super::{admin, handlers, kv, projects, sessions};
 use crate::contract;
+
+/// The document `/openapi.json` serves: the generated one plus what utoipa cannot derive
+/// (servers, tag descriptions, the proxy's OpenAI-compatible routes and `/mcp`), built once.
+pub fn document() -> &'static Value {
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+        complete(&mut document);
+        document
+    })
+}
+
+/// Every tag an operation carries, with what it groups.
+const TAGS: &[(&str, &str)] = &[
+    ("tools", "The memory tools (the MCP tools' REST form): remember, recall, forget, consolidate, …"),
+    ("memories", "Memories as resources: browse, read, change, delete, history"),
+    ("sessions", "Conversation sessions: messages, the live window, compaction"),
+    ("projects", "Projects: isolated groups of sessions and memories"),
+    ("namespaces", "Key-value namespaces with eviction policies"),
+    ("cognition", "The sleep cycle's run log"),
+    ("admin", "API keys, the audit log, archival and erasure (admin scope)"),
+    ("service", "Health and metrics"),
+    ("proxy", "The OpenAI-compatible memory proxy (chat completions, models): requests gain recalled memories, exchanges are remembered"),
+    ("mcp", "The Model Context Protocol endpoint (streamable HTTP, protocol 2025-11-25)"),
+];
+
+/// Add servers, tags and the routes outside the REST handlers to the generated document.
+fn complete(document: &mut Value) {
+    document["servers"] = json!([
+        {"url": "http://127.0.0.1:8077", "description": "a local `mnemos serve` on the default port"}
+    ]);
+    document["tags"] = Value::Array(
+        TAGS.iter()
+            .map(|(name, description)| json!({"name": name, "description": description}))
+            .collect(),
+    );
+    let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in extra_paths() {
+        paths.insert(path.to_string(), item);
+    }
+}
+
+/// A JSON object of any shape (the OpenAI and MCP payloads, described by their own specs).
+fn any_object(description: &str) -> Value {
+    json!({"type": "object", "additionalProperties": true, "description": description})
+}
+
+/// One operation of the proxy or `/mcp`, answering JSON.
+fn operation(tag: &str, id: &str, summary: &str, body: Option<&str>, answer: &str) -> Value {
+    let mut operation = json!({
+        "tags": [tag],
+        "operationId": id,
+        "summary": summary,
+        "responses": {
+            "200": {"description": answer, "content": {"application/json": {"schema": any_object(answer)}}},
+            "400": {"description": "Invalid request", "content": {"application/json": {"schema": any_object("an error envelope")}}},
+            "401": {"description": "No key, or a bad one", "content": {"application/json": {"schema": any_object("an error envelope")}}},
+            "403": {"description": "The key may not do this", "content": {"application/json": {"schema": any_object("an error envelope")}}},
+            "429": {"description": "Rate or write budget spent", "content": {"application/json": {"schema": any_object("an error envelope")}}},
+        },
+        "security": [{"api_key": []}],
+    });
+    if let Some(body) = body {
+        operation["requestBody"] = json!({
+            "required": true,
+            "content": {"application/json": {"schema": any_object(body)}}
+        });
+    }
+    operation
+}
+
+/// The proxy's routes and `/mcp`.
+fn extra_paths() -> Vec<(&'static str, Value)> {
+    let upstream = "Answered by the upstream model server unchanged (OpenAI's schema), with X-Mnemos-* headers saying what was injected; upstream errors come in OpenAI's error envelope";
+    vec![
+        (
+            "/v1/chat/completions",
+            json!({"post": operation(
+            "proxy", "proxy_chat_completions",
+            "OpenAI chat completions (plain or streaming) with the agent's memories injected; the exchange is remembered",
+            Some("An OpenAI chat completion request; the agent comes from the key, X-Mnemos-Agent-Id or `user`"),
+            upstream)}),
+        ),
+        (
+            "/v1/models",
+            json!({"get": operation(
+            "proxy", "proxy_models", "The upstream's models", None, upstream)}),
+        ),
+        (
+            "/mcp",
+            json!({
+                "post": operation("mcp", "mcp_post",
+                    "A JSON-RPC message of the Model Context Protocol (initialize opens a session, Mcp-Session-Id names it)",
+                    Some("A JSON-RPC 2.0 request, notification or response"),
+                    "A JSON-RPC response, or an event stream of them"),
+                "delete": operation("mcp", "mcp_delete_session",
+                    "End the session named by Mcp-Session-Id", None, "The session ended"),
+            }),
+        ),
+    ]
+}
 
 /// The OpenAPI document, generated from the handlers and wire types.
 #[derive(OpenApi)]
@@ -30,6 +137,8 @@ use crate::contract;
         handlers::build_context,
         handlers::extract_turn,
         handlers::list_memories,
+        handlers::add_memories,
+        handlers::delete_all_memories,
         handlers::get_memory,
         handlers::patch_memory,
         handlers::delete_memory,

@@ -15,7 +15,7 @@ use crate::contract::projects::{
 use axum::extract::State;
 
 /// Create a project or change its name or isolation.
-#[utoipa::path(put, tag = "namespaces", path = "/v1/projects/{project_id}", params(("project_id" = String, Path)),
+#[utoipa::path(put, tag = "projects", path = "/v1/projects/{project_id}", params(("project_id" = String, Path)),
     request_body = ProjectPutRestBody,
     responses((status = 200, body = ProjectView), (status = 400, body = ErrorBody)))]
 pub async fn put_project(
@@ -31,7 +31,7 @@ pub async fn put_project(
 }
 
 /// An agent's projects.
-#[utoipa::path(get, tag = "namespaces", path = "/v1/projects", params(ProjectOwnerParam),
+#[utoipa::path(get, tag = "projects", path = "/v1/projects", params(ProjectOwnerParam),
     responses((status = 200, body = ProjectsResponse), (status = 400, body = ErrorBody)))]
 pub async fn list_projects(
     State(state): Shared,
@@ -47,7 +47,7 @@ pub async fn list_projects(
 }
 
 /// One project with its sessions.
-#[utoipa::path(get, tag = "namespaces", path = "/v1/projects/{project_id}", params(("project_id" = String, Path), ProjectOwnerParam),
+#[utoipa::path(get, tag = "projects", path = "/v1/projects/{project_id}", params(("project_id" = String, Path), ProjectOwnerParam),
     responses((status = 200, body = ProjectView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_project(
     State(state): Shared,
@@ -61,7 +61,7 @@ pub async fn get_project(
 }
 
 /// Attach a session to a project: its memories from now on belong to the project.
-#[utoipa::path(put, tag = "namespaces", path = "/v1/projects/{project_id}/sessions/{session_id}",
+#[utoipa::path(put, tag = "projects", path = "/v1/projects/{project_id}/sessions/{session_id}",
     params(("project_id" = String, Path), ("session_id" = String, Path)), request_body = AttachSessionBody,
     responses((status = 200, body = ProjectView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn attach_session(

@@ -16,7 +16,7 @@ use crate::contract::sessions::{
 };
 
 /// Add messages to a session (creating it); compaction and extraction follow in the background.
-#[utoipa::path(post, path = "/v1/sessions/{id}/messages", params(("id" = String, Path)), request_body = PostMessagesBody,
+#[utoipa::path(post, tag = "sessions", path = "/v1/sessions/{id}/messages", params(("id" = String, Path)), request_body = PostMessagesBody,
     responses((status = 201, body = PostMessagesResponse), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id, session_id = %id))]
 pub async fn post_messages(
@@ -30,7 +30,7 @@ pub async fn post_messages(
 }
 
 /// A session's live window: the summary of its compacted part and its newest messages.
-#[utoipa::path(get, path = "/v1/sessions/{id}/messages", params(("id" = String, Path), SessionParams),
+#[utoipa::path(get, tag = "sessions", path = "/v1/sessions/{id}/messages", params(("id" = String, Path), SessionParams),
     responses((status = 200, body = SessionResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_messages(
     State(state): Shared,
@@ -44,7 +44,7 @@ pub async fn get_messages(
 }
 
 /// Compact a session now: a summary replaces its window and the history becomes an episodic memory.
-#[utoipa::path(post, path = "/v1/sessions/{id}/compact", params(("id" = String, Path)), request_body = CompactBody,
+#[utoipa::path(post, tag = "sessions", path = "/v1/sessions/{id}/compact", params(("id" = String, Path)), request_body = CompactBody,
     responses((status = 200, body = CompactResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(skip_all, fields(agent_id = ?body.agent_id, session_id = %id))]
 pub async fn compact(

@@ -59,7 +59,7 @@ fn assert_passed(output: &Output) -> serde_json::Value {
     assert_eq!(summary["ok"], true, "{summary}");
     assert_eq!(
         summary["tools"].as_array().map(Vec::len),
-        Some(19),
+        Some(23),
         "{summary}"
     );
     assert_eq!(summary["errors"][0]["data"]["field"], "query", "{summary}");
@@ -91,14 +91,26 @@ async fn the_python_sdk_uses_every_tool_over_stdio() {
         ("MNEMOS__LOG__LEVEL", "warn"),
     ];
     env.extend(backend.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let output = run_client(&["stdio", env!("CARGO_BIN_EXE_mnemos"), "mcp"], &env).await;
+    // `mnemos mcp --agent` is the connection's agent: the script leaves agent_id out.
+    env.push(("MNEMOS_DEFAULT_AGENT", "mcp-client"));
+    let output = run_client(
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_mnemos"),
+            "mcp",
+            "--agent",
+            "mcp-client",
+        ],
+        &env,
+    )
+    .await;
     let summary = assert_passed(&output);
     assert_eq!(summary["transport"], "stdio");
     // The server exited when stdin closed, flushed its stores and released the lock:
     // both remembered, both batch memories (one archived by forget, still stored), and
     // the preference and the procedure extract_turn kept (once, though the turn was sent
-    // twice), and the memory of the isolated project.
-    assert_eq!(stored_memories(temp.path()).await, 7);
+    // twice); the memory of the isolated project was deleted by delete_memory.
+    assert_eq!(stored_memories(temp.path()).await, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,10 +119,17 @@ async fn the_python_sdk_uses_every_tool_over_streamable_http() {
         return;
     }
     let app = spawn_app().await;
-    let url = format!("{}/mcp", app.address);
-    let output = run_client(&["http", &url], &[]).await;
+    // The URL names the connection's agent: the script leaves agent_id out.
+    let url = format!("{}/mcp?agent_id=mcp-client", app.address);
+    let output = run_client(&["http", &url], &[("MNEMOS_DEFAULT_AGENT", "mcp-client")]).await;
     let summary = assert_passed(&output);
     assert_eq!(summary["transport"], "http");
+    // The SDK ended its session with DELETE and took the answer (204) as a success.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the SDK logged a failed session end:\n{stderr}"
+    );
     // The MCP calls went to the same runtime the REST routes use.
     let recalled = app
         .recall("mcp-client", "green tea", serde_json::json!({}))
@@ -230,7 +249,7 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
     let by_id = |id: u64| messages.iter().find(|m| m["id"] == id).cloned();
     assert_eq!(
         by_id(2).map(|m| m["result"]["tools"].as_array().map(Vec::len)),
-        Some(Some(19))
+        Some(Some(23))
     );
     let stored = by_id(3).unwrap_or_default();
     assert_eq!(

@@ -14,6 +14,11 @@
 //!
 //! With `rerank` off the score is the relevance alone. [`RerankWeights::default`]
 //! holds the values every measurement in `docs/` was made with.
+//!
+//! The score a caller sees is [`reported_score`] of that product: equal to it up to
+//! [`SCORE_KNEE`], then compressed smoothly toward 1, so boosts and graph extras never
+//! push a score past 1 and the order is kept. A candidate that scored 0 (found by no
+//! retriever's evidence) is never returned ([`qualifies`]).
 
 use std::collections::HashSet;
 
@@ -88,6 +93,30 @@ impl RerankWeights {
             * boost(context.in_project, self.project_boost)
             * boost(!context.own, self.shared_factor)
     }
+}
+
+/// Where [`reported_score`] starts compressing: below it a score is the product itself.
+pub const SCORE_KNEE: f64 = 0.8;
+
+/// The score on 0..1 a caller sees for a re-ranked `score` (≥ 0): the identity up to
+/// [`SCORE_KNEE`], then `knee + (1 − knee)·(1 − e^{−(s − knee)/(1 − knee)})`, which is
+/// continuous, has slope 1 at the knee, rises strictly and stays below 1. Monotone, so
+/// the ranking is unchanged.
+pub fn reported_score(score: f64) -> f64 {
+    if !score.is_finite() || score <= 0.0 {
+        return 0.0;
+    }
+    if score <= SCORE_KNEE {
+        return score;
+    }
+    let room = 1.0 - SCORE_KNEE;
+    SCORE_KNEE + room * (1.0 - (-(score - SCORE_KNEE) / room).exp())
+}
+
+/// Whether a re-ranked candidate is worth returning at all: it needs some evidence (a
+/// positive score); padding the limit with unrelated memories helps nobody.
+pub fn qualifies(score: f64) -> bool {
+    score.is_finite() && score > 1e-9
 }
 
 /// How many candidates each retriever fetches for `limit` results: a time, tag or type
@@ -218,6 +247,33 @@ pub fn neighbour_links(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reported_scores_stay_in_zero_to_one_and_keep_the_order() {
+        assert_eq!(reported_score(0.0), 0.0);
+        assert_eq!(reported_score(-1.0), 0.0);
+        assert_eq!(reported_score(f64::NAN), 0.0);
+        assert_eq!(reported_score(0.5), 0.5);
+        assert_eq!(reported_score(SCORE_KNEE), SCORE_KNEE);
+        let mut previous = 0.0;
+        for step in 1..=400 {
+            let raw = f64::from(step) * 0.01;
+            let shown = reported_score(raw);
+            assert!(shown > previous, "{raw} -> {shown} not above {previous}");
+            assert!(shown < 1.0, "{raw} -> {shown}");
+            previous = shown;
+        }
+        // The 1.85 an issue saw is shown just under 1; continuous at the knee.
+        assert!(reported_score(1.85) > 0.99);
+        assert!((reported_score(SCORE_KNEE + 1e-9) - SCORE_KNEE).abs() < 1e-8);
+    }
+
+    #[test]
+    fn a_candidate_without_evidence_does_not_qualify() {
+        assert!(!qualifies(0.0));
+        assert!(!qualifies(f64::NAN));
+        assert!(qualifies(0.01));
+    }
     use crate::testing::memory_fixture;
 
     #[test]

@@ -33,7 +33,9 @@ use crate::policy::fusion::{
     feedback_terms, names_speaker, propagate, query_words, rank_window, score_fusion, sort_fused,
     without_speakers, FusedHit, NeighbourLink, RankedList, Retriever,
 };
-use crate::policy::recall::{best_fused_score, fetch_depth, Audience, HitContext, RerankWeights};
+use crate::policy::recall::{
+    best_fused_score, fetch_depth, qualifies, reported_score, Audience, HitContext, RerankWeights,
+};
 use crate::policy::time::{find_time_expression, FoundTime, TimeRange};
 use crate::projects::ProjectId;
 use crate::store::{KeywordQuery, ListQuery, VectorQuery};
@@ -89,7 +91,7 @@ impl RecallInput {
 pub struct RecallHit {
     /// The memory.
     pub memory: Memory,
-    /// Final score (higher is better).
+    /// Final score on 0..1 (higher is better; see `policy::recall::reported_score`).
     pub score: f64,
     /// Retention at recall time.
     pub retention: f64,
@@ -716,6 +718,9 @@ async fn rank(
             } else {
                 relevance
             };
+            if !qualifies(score) {
+                return None;
+            }
             let mut matched_by: Vec<&'static str> =
                 hit.matched_by.iter().map(|r| r.as_str()).collect();
             if (input.time_range.is_some() || in_hinted_time)
@@ -752,6 +757,10 @@ async fn rank(
         );
     } else {
         hits.truncate(plan.limit);
+    }
+    // What callers see is on 0..1 (the order was decided on the raw score above).
+    for hit in &mut hits {
+        hit.score = reported_score(hit.score);
     }
     Ok(hits)
 }
