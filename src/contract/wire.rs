@@ -381,7 +381,8 @@ pub struct RecallResult {
     pub retention: f64,
     /// vector | keyword | graph | time.
     pub matched_by: Vec<String>,
-    /// Raw per-retriever scores (debug only).
+    /// Raw per-retriever scores and `ranked`, the score before its compression onto 0..1
+    /// (debug only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub components: Option<BTreeMap<String, f64>>,
 }

@@ -1208,7 +1208,8 @@ async fn recall_matches_other_forms_of_a_word() {
 }
 
 /// A memory attributed to the person the question names scores `1 + speaker_boost`
-/// times what it scores without the boost; others are untouched. Attribution is a
+/// times what it scores without the boost (before the compression onto 0..1, shown as
+/// the `ranked` debug component); others are untouched. Attribution is a
 /// transcript label ("Bob: …") or `metadata.speaker`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_favours_what_the_named_speaker_said() {
@@ -1244,16 +1245,21 @@ async fn recall_favours_what_the_named_speaker_said() {
             ids.push(stored["memory"]["id"].clone());
         }
         let recalled = app
-            .recall("a", "How did Bob's move go?", json!({"limit": 10}))
+            .recall(
+                "a",
+                "How did Bob's move go?",
+                json!({"limit": 10, "debug": true}),
+            )
             .await;
         let results = recalled["results"].as_array().unwrap();
+        // The re-ranked score before it is compressed onto 0..1 for callers.
         let score_of = |id: &serde_json::Value| {
             results
                 .iter()
                 .find(|r| r["memory"]["id"] == *id)
-                .unwrap_or_else(|| panic!("{id} recalled: {recalled}"))["score"]
+                .unwrap_or_else(|| panic!("{id} recalled: {recalled}"))["components"]["ranked"]
                 .as_f64()
-                .unwrap()
+                .unwrap_or_else(|| panic!("ranked component of {id}: {recalled}"))
         };
         scores.push(ids.iter().map(score_of).collect());
         if boost > 0.0 {

@@ -86,6 +86,10 @@ impl RecallInput {
     }
 }
 
+/// The debug component holding a hit's re-ranked score before it is compressed onto
+/// 0..1 for callers (`policy::recall::reported_score`): ratios of boosts are exact there.
+pub const RANKED_COMPONENT: &str = "ranked";
+
 /// One recalled memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecallHit {
@@ -97,7 +101,7 @@ pub struct RecallHit {
     pub retention: f64,
     /// Retrievers that found it.
     pub matched_by: Vec<&'static str>,
-    /// Raw score per retriever (filled when debugging).
+    /// Raw score per retriever, plus [`RANKED_COMPONENT`] (filled when debugging).
     pub components: Option<HashMap<&'static str, f64>>,
 }
 
@@ -737,6 +741,7 @@ async fn rank(
                     hit.components
                         .iter()
                         .map(|(r, s)| (r.as_str(), *s))
+                        .chain([(RANKED_COMPONENT, score)])
                         .collect()
                 }),
             })
