@@ -14,6 +14,10 @@
 #                              export "$(bash .ci/llm.sh start | tail -1)"
 #   bash .ci/llm.sh stop     stop the server this script started
 #   bash .ci/llm.sh status   say whether a server is answering; print its URL
+#   bash .ci/llm.sh start-embed | stop-embed | status-embed
+#                            the same for a second server of the same model in
+#                            embedding mode (--embeddings --pooling mean), for
+#                            /v1/embeddings; its line is MNEMOS_TEST_EMBED_URL=…
 #   source .ci/llm.sh        like `start`, and export MNEMOS_TEST_LLM_URL into
 #                            the sourcing shell (its options are left alone)
 #
@@ -22,8 +26,9 @@
 # Environment (all optional):
 #   MNEMOS_CACHE_DIR          cache root (default $HOME/.cache/mnemos);
 #                             this script uses $MNEMOS_CACHE_DIR/llama
-#   MNEMOS_LLM_PORT           preferred port (default 18080; a free one is
-#                             picked if it is taken by something else)
+#   MNEMOS_LLM_PORT           preferred port (default 18080, 18081 for the
+#                             embedding server; a free one is picked if it is
+#                             taken by something else)
 #   MNEMOS_LLM_THREADS        llama-server -t (default 2)
 #   MNEMOS_LLM_CTX            llama-server -c (default 2048)
 #   MNEMOS_LLM_READY_TIMEOUT  seconds to wait for readiness (default 120)
@@ -53,12 +58,22 @@ CACHE="${MNEMOS_CACHE_DIR:-$HOME/.cache/mnemos}/llama"
 BIN="$CACHE/bin/llama-server"
 MODEL_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL="$CACHE/$MODEL_NAME"
-LOG="$CACHE/server.log"
-PIDFILE="$CACHE/server.pid"
-PORTFILE="$CACHE/server.port"
+# The chat server, or (start-embed, stop-embed, status-embed) the embedding one.
+ROLE=chat
+case "${1:-}" in *-embed) ROLE=embed ;; esac
+if [ "$ROLE" = embed ]; then
+    SUFFIX="-embed"; URL_VAR=MNEMOS_TEST_EMBED_URL; DEFAULT_PORT=18081
+    ROLE_ARGS=(--embeddings --pooling mean)
+else
+    SUFFIX=""; URL_VAR=MNEMOS_TEST_LLM_URL; DEFAULT_PORT=18080
+    ROLE_ARGS=()
+fi
+LOG="$CACHE/server$SUFFIX.log"
+PIDFILE="$CACHE/server$SUFFIX.pid"
+PORTFILE="$CACHE/server$SUFFIX.port"
 BUILD_LOG="$CACHE/build.log"
 
-PORT="${MNEMOS_LLM_PORT:-18080}"
+PORT="${MNEMOS_LLM_PORT:-$DEFAULT_PORT}"
 THREADS="${MNEMOS_LLM_THREADS:-2}"
 CTX="${MNEMOS_LLM_CTX:-2048}"
 READY_TIMEOUT="${MNEMOS_LLM_READY_TIMEOUT:-120}"
@@ -301,7 +316,7 @@ wait_ready() { # port pid(optional) -> waits until /health says ok
 }
 
 emit_url() {
-    echo "MNEMOS_TEST_LLM_URL=http://127.0.0.1:$1/v1"
+    echo "$URL_VAR=http://127.0.0.1:$1/v1"
 }
 
 cmd_start() {
@@ -332,7 +347,7 @@ cmd_start() {
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086
     setsid nohup "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" \
-        -c "$CTX" -t "$THREADS" ${MNEMOS_LLM_EXTRA_ARGS:-} \
+        -c "$CTX" -t "$THREADS" "${ROLE_ARGS[@]}" ${MNEMOS_LLM_EXTRA_ARGS:-} \
         </dev/null >>"$LOG" 2>&1 &
     pid=$!
     echo "$pid" >"$PIDFILE"
@@ -369,9 +384,9 @@ cmd_status() {
 
 case "${1:-start}" in
     build) ensure_cache ;;
-    start) cmd_start ;;
-    stop) cmd_stop ;;
-    status) cmd_status ;;
-    -h|--help|help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$1' (build | start | stop | status)" ;;
+    start|start-embed) cmd_start ;;
+    stop|stop-embed) cmd_stop ;;
+    status|status-embed) cmd_status ;;
+    -h|--help|help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$1' (build | start | stop | status, or start-embed | stop-embed | status-embed)" ;;
 esac

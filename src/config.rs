@@ -347,6 +347,9 @@ pub struct SessionsConfig {
 pub struct ProxySettings {
     /// Base URL of the OpenAI-compatible API requests are forwarded to (…/v1); empty disables the proxy.
     pub upstream_url: String,
+    /// Base URL of the OpenAI-compatible API `POST /v1/embeddings` is passed to (…/v1);
+    /// empty uses `upstream_url` (embedding models are often served apart).
+    pub embeddings_url: String,
     /// Key sent upstream when the client sends no `Authorization` header; empty sends none.
     pub api_key: String,
     /// Share of the model's context the `<memory>` block may use (clamped to 0.05–0.40).
@@ -899,13 +902,17 @@ impl Settings {
                 "must be a number (0.05 to 0.40)",
             ));
         }
-        let upstream = &self.proxy.upstream_url;
-        let http = upstream.starts_with("http://") || upstream.starts_with("https://");
-        if !upstream.is_empty() && !http {
-            return Err(bad(
-                "proxy.upstream_url",
-                "must start with http:// or https:// (e.g. http://127.0.0.1:8080/v1)",
-            ));
+        for (key, url) in [
+            ("proxy.upstream_url", &self.proxy.upstream_url),
+            ("proxy.embeddings_url", &self.proxy.embeddings_url),
+        ] {
+            let http = url.starts_with("http://") || url.starts_with("https://");
+            if !url.is_empty() && !http {
+                return Err(bad(
+                    key,
+                    "must start with http:// or https:// (e.g. http://127.0.0.1:8080/v1)",
+                ));
+            }
         }
         Ok(())
     }

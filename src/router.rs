@@ -25,7 +25,8 @@ use crate::state::AppState;
 pub struct RouterParts {
     /// The REST handlers' shared state (its runtime also serves MCP and the proxy).
     pub state: AppState,
-    /// The memory proxy (`/v1/chat/completions`, `/v1/models`).
+    /// The memory proxy (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`,
+    /// `/v1/models`).
     pub proxy: Proxy,
     /// What every request is checked against before routing: allowed hosts and origins,
     /// the body's size and time limits (`crate::http::guard`).
@@ -38,7 +39,7 @@ pub struct RouterParts {
 }
 
 /// The full router of the service. Layers, outermost first: tracing, panic → 500,
-/// request metrics, the Host/Origin check, CORS (only with `server.allowed_origins`),
+/// request metrics, OpenAI's error envelope on the proxy's routes, the Host/Origin check, CORS (only with `server.allowed_origins`),
 /// the identity layer (API key → caller, 401 before routing), the JSON-only body intake
 /// (size and time limits), the extractors' body limit.
 pub fn router(parts: RouterParts) -> Router {
@@ -77,6 +78,9 @@ pub fn router(parts: RouterParts) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             guard,
             crate::http::guard::check_host_and_origin,
+        ))
+        .layer(axum::middleware::from_fn(
+            crate::proxy::envelope::openai_envelope,
         ))
         .layer(axum::middleware::from_fn(record_metrics))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
@@ -170,7 +174,7 @@ mod tests {
         let rules: [(&str, &[&str]); 4] = [
             ("http", &["mcp", "proxy", "router", "app"]),
             ("mcp.rs", &["http", "proxy", "router", "state", "app"]),
-            ("proxy.rs", &["http", "mcp", "router", "state", "app"]),
+            ("proxy", &["http", "mcp", "router", "state", "app"]),
             (
                 "contract",
                 &["http", "mcp", "proxy", "router", "state", "app", "main"],

@@ -5,7 +5,10 @@ Called by tests/api/proxy.rs with:
   UPSTREAM_URL  the OpenAI-compatible server behind it (…/v1)
   AGENT         an agent that has memories about the question
   EMPTY_AGENT   an agent with no memory
-  SESSION       the session the exchanges belong to
+  SESSION       the session the chat exchanges belong to
+  RESPONSES_SESSION  the session the Responses API exchanges belong to
+  EMBED_URL     an OpenAI-compatible server of embeddings (…/v1) that mnemos's
+                proxy.embeddings_url names, or empty to skip the embeddings checks
 
 Prints one JSON summary on stdout; exits non-zero on the first failed check.
 """
@@ -23,6 +26,8 @@ UPSTREAM = os.environ["UPSTREAM_URL"]
 AGENT = os.environ["AGENT"]
 EMPTY_AGENT = os.environ["EMPTY_AGENT"]
 SESSION = os.environ["SESSION"]
+RESPONSES_SESSION = os.environ["RESPONSES_SESSION"]
+EMBED_URL = os.environ.get("EMBED_URL", "")
 QUESTION = "Which database does the billing service use, and what port does it listen on?"
 summary = {"ok": False, "checks": []}
 
@@ -115,19 +120,68 @@ except openai.APIStatusError as error:
     check("upstream body passes through", error.response.json() == direct_body, error.response.text)
 summary["upstream_error"] = direct_status
 
-# 5. A request without the agent header is refused by mnemos with the contract's error.
+# 5. A request naming no agent is refused by mnemos, in OpenAI's envelope (type,
+#    param) and the contract's (code, field) at once.
+anonymous = openai.OpenAI(base_url=f"{MNEMOS}/v1", api_key="unused", max_retries=0, timeout=120)
 try:
-    openai.OpenAI(base_url=f"{MNEMOS}/v1", api_key="unused", max_retries=0).chat.completions.create(
-        model="smollm2", messages=[{"role": "user", "content": "hi"}])
+    anonymous.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "hi"}])
     check("missing agent refused", False, "no error")
 except openai.BadRequestError as error:
     body = error.response.json()
     check("missing agent: invalid_argument", body["error"]["code"] == "invalid_argument", error.response.text)
     check("missing agent: field", body["error"]["field"] == "X-Mnemos-Agent-Id", error.response.text)
+    check("missing agent: OpenAI type", error.type == "invalid_request_error", error.response.text)
+    check("missing agent: OpenAI param", error.param == "X-Mnemos-Agent-Id", error.response.text)
+    check("missing agent: OpenAI code", error.code == "invalid_argument", error.response.text)
+    check("missing agent: message", "X-Mnemos-Agent-Id" in error.message, error.message)
+
+# 5b. A client that sets only base_url, api_key and `user`: the user is the agent.
+raw = anonymous.chat.completions.with_raw_response.create(
+    model="smollm2", messages=[{"role": "user", "content": QUESTION}], max_tokens=16, temperature=0,
+    user=AGENT)
+check("user names the agent", raw.headers["x-mnemos-agent-id"] == AGENT, dict(raw.headers))
+check("user: memories injected", int(raw.headers["x-mnemos-memories-injected"]) >= 1, dict(raw.headers))
 
 # 6. The model list passes through.
 models = client(AGENT).models.list()
 check("models listed", len(models.data) >= 1)
+
+# 7. The Responses API, plain: the memory goes into the instructions.
+raw = client(AGENT, RESPONSES_SESSION).responses.with_raw_response.create(
+    model="smollm2", instructions="You are a terse assistant.", input=QUESTION,
+    max_output_tokens=24, temperature=0)
+check("responses: memories injected", int(raw.headers["x-mnemos-memories-injected"]) >= 1, dict(raw.headers))
+response = raw.parse()
+check("responses: an answer", response.output_text.strip() != "", repr(response.output_text))
+summary["responses"] = {"answer": response.output_text,
+                        "input_tokens": response.usage.input_tokens if response.usage else None}
+
+# 8. The Responses API, streaming: events come through, the last one completes it.
+raw = client(AGENT, RESPONSES_SESSION).responses.with_raw_response.create(
+    model="smollm2", input=[{"role": "user", "content": QUESTION}],
+    max_output_tokens=24, temperature=0, stream=True)
+check("responses stream: memories injected", int(raw.headers["x-mnemos-memories-injected"]) >= 1,
+      dict(raw.headers))
+kinds, deltas = [], []
+for event in raw.parse():
+    kinds.append(event.type)
+    if event.type == "response.output_text.delta":
+        deltas.append(event.delta)
+streamed = "".join(deltas)
+check("responses stream: text deltas", streamed.strip() != "", f"{kinds}")
+check("responses stream: completed", kinds[-1] == "response.completed", f"{kinds}")
+summary["responses_stream"] = {"events": len(kinds), "answer": streamed}
+
+# 9. Embeddings pass through unchanged (the same vectors as the server's own answer).
+if EMBED_URL:
+    texts = ["The billing service uses PostgreSQL.", "Tea is brewed with hot water."]
+    through = client(AGENT).embeddings.create(model="smollm2", input=texts)
+    direct = openai.OpenAI(base_url=EMBED_URL, api_key="unused", max_retries=0).embeddings.create(
+        model="smollm2", input=texts)
+    check("embeddings: one vector per text", len(through.data) == 2, str(len(through.data)))
+    check("embeddings: same vectors as the server's own",
+          [d.embedding for d in through.data] == [d.embedding for d in direct.data])
+    summary["embeddings"] = {"dimensions": len(through.data[0].embedding)}
 
 summary["ok"] = True
 print(json.dumps(summary))

@@ -39,6 +39,27 @@ pub fn mcp_error_code(code: ErrorCode) -> i32 {
     }
 }
 
+/// OpenAI's error `type` for each code, which the proxy's routes add to the contract's
+/// body so an OpenAI SDK reads mnemos's own refusals like the upstream's.
+pub fn openai_error_type(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidArgument => "invalid_request_error",
+        ErrorCode::Unauthenticated => "authentication_error",
+        ErrorCode::PermissionDenied => "permission_error",
+        ErrorCode::NotFound => "not_found_error",
+        ErrorCode::Conflict => "conflict_error",
+        ErrorCode::PayloadTooLarge => "invalid_request_error",
+        ErrorCode::RateLimited => "rate_limit_error",
+        ErrorCode::BackendUnavailable => "api_error",
+        ErrorCode::Internal => "api_error",
+    }
+}
+
+/// Marks an error answer this server made itself (never an upstream's passed through),
+/// with its code, so an outer layer can restate it (the proxy's OpenAI envelope).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered(pub ErrorCode);
+
 /// Refusals made by the HTTP layer before any contract operation runs, whose status the
 /// code table above has no row for. Each still answers with the contract's body, code
 /// `invalid_argument` (the request is what must change) and the field at fault; only
@@ -89,7 +110,11 @@ impl IntoResponse for Refused {
         let body = ErrorBody {
             error: MemoryError::invalid(self.field, self.message).into(),
         };
-        (refusal_status(self.refusal), Json(body)).into_response()
+        let mut response = (refusal_status(self.refusal), Json(body)).into_response();
+        response
+            .extensions_mut()
+            .insert(Answered(ErrorCode::InvalidArgument));
+        response
     }
 }
 
@@ -140,10 +165,12 @@ impl IntoResponse for ApiError {
         }
         let retry_after = matches!(self.0.code, ErrorCode::RateLimited)
             .then(|| crate::auth::limits::retry_after_seconds(&self.0.message).to_string());
+        let code = self.0.code;
         let body = ErrorBody {
             error: self.0.into(),
         };
         let mut response = (status, Json(body)).into_response();
+        response.extensions_mut().insert(Answered(code));
         if let Some(seconds) = retry_after.and_then(|s| s.parse().ok()) {
             response
                 .headers_mut()

@@ -34,7 +34,7 @@ const TAGS: &[(&str, &str)] = &[
     ("cognition", "The sleep cycle's run log"),
     ("admin", "API keys, the audit log, archival and erasure (admin scope)"),
     ("service", "Health and metrics"),
-    ("proxy", "The OpenAI-compatible memory proxy (chat completions, models): requests gain recalled memories, exchanges are remembered"),
+    ("proxy", "The OpenAI-compatible memory proxy (chat completions, responses, embeddings, models): chat and responses requests gain recalled memories, exchanges are remembered"),
     ("mcp", "The Model Context Protocol endpoint (streamable HTTP, protocol 2025-11-25)"),
 ];
 
@@ -95,6 +95,22 @@ fn extra_paths() -> Vec<(&'static str, Value)> {
             "proxy", "proxy_chat_completions",
             "OpenAI chat completions (plain or streaming) with the agent's memories injected; the exchange is remembered",
             Some("An OpenAI chat completion request; the agent comes from the key, X-Mnemos-Agent-Id or `user`"),
+            upstream)}),
+        ),
+        (
+            "/v1/responses",
+            json!({"post": operation(
+            "proxy", "proxy_responses",
+            "OpenAI Responses API (plain or streaming) with the agent's memories added to `instructions`; the exchange is remembered",
+            Some("An OpenAI responses request; the agent comes from the key, X-Mnemos-Agent-Id or `user`"),
+            upstream)}),
+        ),
+        (
+            "/v1/embeddings",
+            json!({"post": operation(
+            "proxy", "proxy_embeddings",
+            "OpenAI embeddings, passed to proxy.embeddings_url (or proxy.upstream_url) unchanged",
+            Some("An OpenAI embeddings request"),
             upstream)}),
         ),
         (

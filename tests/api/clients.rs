@@ -1,7 +1,8 @@
 //! What integrators build on: a client generated from `/openapi.json` by
 //! openapi-python-client (`tests/openapi_client.py`), and the REST routes a mem0-style
 //! client calls (`POST /v1/memories` with chat messages, `DELETE /v1/memories`, recall's
-//! `min_score`, scores on 0..1 without zero-score padding). The generator needs
+//! `min_score`, scores on 0..1 without zero-score padding), and the Python package in
+//! `clients/python` running its own suite against a live server. The generator needs
 //! `pip install openapi-python-client`; without it that test says SKIPPED (under `CI` it fails).
 
 use reqwest::StatusCode;
@@ -61,6 +62,59 @@ async fn a_generated_python_client_keeps_every_operation_and_works() {
     app.stop().await;
 }
 
+/// Whether the Python client's test dependencies (httpx, pytest) import; when not, fail
+/// under CI or say SKIPPED.
+async fn python_client_deps(test: &str) -> bool {
+    let probe = tokio::process::Command::new("python3")
+        .args(["-c", "import httpx, pytest"])
+        .output()
+        .await;
+    if probe.is_ok_and(|output| output.status.success()) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install the Python client with its test extra (python3 -m pip install './clients/python[test]')"
+    );
+    crate::helpers::skipped(test, "pip install './clients/python[test]'");
+    false
+}
+
+/// The Python package in `clients/python` runs its own suite (sync and async clients,
+/// the mem0-shaped methods, every resource, errors) against a real server with a key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_package_passes_its_suite_against_a_real_server() {
+    let test = "the_python_client_package_passes_its_suite_against_a_real_server";
+    if !python_client_deps(test).await {
+        return;
+    }
+    let (app, secrets) = spawn_with_keys(&[SERVER_ADMIN]).await;
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(600),
+        tokio::process::Command::new("python3")
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/python/tests"))
+            .env("MNEMOS_URL", &app.address)
+            .env("MNEMOS_API_KEY", &secrets[0])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the suite finishes within ten minutes")
+    .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "clients/python/tests failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains(" passed") && !stdout.contains(" skipped"),
+        "every test of the Python client ran: {stdout}"
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn query_parameters_are_declared_in_the_query_and_every_operation_is_tagged() {
     let app = spawn_app().await;
@@ -73,7 +127,13 @@ async fn query_parameters_are_declared_in_the_query_and_every_operation_is_tagge
         .unwrap_or_default();
     assert_eq!(agent["in"], "query", "{agent}");
     assert_ne!(agent["required"], true, "{agent}");
-    for path in ["/v1/chat/completions", "/v1/models", "/mcp"] {
+    for path in [
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/embeddings",
+        "/v1/models",
+        "/mcp",
+    ] {
         assert!(
             document["paths"][path].is_object(),
             "{path} is not described"

@@ -488,6 +488,25 @@ pub fn skipped(test: &str, why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
 
+/// The OpenAI-compatible embedding server's `/v1` URL (`MNEMOS_TEST_EMBED_URL`); None
+/// (SKIPPED) when unset, a failure under CI.
+pub fn embed_url(test: &str) -> Option<String> {
+    match std::env::var("MNEMOS_TEST_EMBED_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must start the embedding server and set MNEMOS_TEST_EMBED_URL (bash .ci/llm.sh start-embed)"
+            );
+            skipped(
+                test,
+                "set MNEMOS_TEST_EMBED_URL to an OpenAI-compatible /v1 URL serving embeddings (bash .ci/llm.sh start-embed prints it)",
+            );
+            None
+        }
+    }
+}
+
 /// The llama.cpp server `.ci/run` starts, or None (with a visible SKIPPED line; under
 /// `CI` a missing server fails the test).
 pub fn llm_url(test: &str) -> Option<String> {

@@ -62,7 +62,13 @@ async fn the_openai_sdk_talks_to_a_real_model_through_the_proxy() {
     if !sdk_available(test).await {
         return;
     }
-    let app = proxy_app(&url, 2048).await;
+    let embeddings = embed_url(test).unwrap_or_default();
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.proxy.upstream_url = url.clone();
+    settings.proxy.embeddings_url = embeddings.clone();
+    settings.proxy.context_tokens = 2048;
+    let app = spawn_with(settings, Some(temp)).await;
     remember_billing_facts(&app, "pia").await;
     let output = tokio::time::timeout(
         Duration::from_secs(300),
@@ -70,9 +76,11 @@ async fn the_openai_sdk_talks_to_a_real_model_through_the_proxy() {
             .arg(CLIENT)
             .env("MNEMOS_URL", &app.address)
             .env("UPSTREAM_URL", &url)
+            .env("EMBED_URL", &embeddings)
             .env("AGENT", "pia")
             .env("EMPTY_AGENT", "nobody")
             .env("SESSION", "chat-1")
+            .env("RESPONSES_SESSION", "chat-2")
             .kill_on_drop(true)
             .output(),
     )
@@ -113,6 +121,23 @@ async fn the_openai_sdk_talks_to_a_real_model_through_the_proxy() {
     assert_eq!(
         view["messages"][3]["content"], summary["stream"]["answer"],
         "the streamed answer is remembered as streamed"
+    );
+    // The Responses API's two exchanges (plain, streamed) went to their own session.
+    let logged = eventually(Duration::from_secs(20), || async {
+        let view = app.get("/v1/sessions/chat-2/messages?agent_id=pia").await;
+        view.status() == StatusCode::OK
+            && view.json::<Value>().await.unwrap()["total_messages"] == 4
+    })
+    .await;
+    assert!(
+        logged,
+        "the Responses API exchanges did not reach the session log"
+    );
+    let view = app.get("/v1/sessions/chat-2/messages?agent_id=pia").await;
+    let view = assert_status(view, StatusCode::OK).await;
+    assert_eq!(
+        view["messages"][3]["content"], summary["responses_stream"]["answer"],
+        "the streamed response is remembered as streamed"
     );
     // The agent without memories got no session and no memory from the proxy.
     let nobody = app
@@ -181,10 +206,330 @@ async fn recording_upstream() -> (String, Arc<Mutex<Recorded>>) {
             },
         ),
     );
+    let responses_state = recorded.clone();
+    let app = app.route(
+        "/v1/responses",
+        post(move |axum::Json(body): axum::Json<Value>| {
+            let state = responses_state.clone();
+            async move {
+                state.lock().unwrap().bodies.push(body.clone());
+                match body["model"].as_str() {
+                    Some("stream") => (
+                        AxumStatus::OK,
+                        [("content-type", "text/event-stream")],
+                        [
+                            ("response.created", json!({"type": "response.created"})),
+                            (
+                                "response.output_text.delta",
+                                json!({"type": "response.output_text.delta", "delta": "Port "}),
+                            ),
+                            (
+                                "response.output_text.delta",
+                                json!({"type": "response.output_text.delta", "delta": "8443."}),
+                            ),
+                            ("response.completed", json!({"type": "response.completed"})),
+                        ]
+                        .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
+                        .concat(),
+                    )
+                        .into_response(),
+                    Some("html") => (
+                        AxumStatus::BAD_GATEWAY,
+                        [("content-type", "text/html")],
+                        "<html><body>502 Bad Gateway</body></html>",
+                    )
+                        .into_response(),
+                    _ => axum::Json(json!({
+                        "id": "resp_1", "object": "response", "status": "completed",
+                        "output": [{"type": "message", "role": "assistant", "content": [
+                            {"type": "output_text", "text": "It uses PostgreSQL 16."}]}],
+                    }))
+                    .into_response(),
+                }
+            }
+        }),
+    );
+    let embeddings_state = recorded.clone();
+    let app = app.route(
+        "/v1/embeddings",
+        post(move |axum::Json(body): axum::Json<Value>| {
+            let state = embeddings_state.clone();
+            async move {
+                state.lock().unwrap().bodies.push(body.clone());
+                axum::Json(json!({"object": "list", "model": body["model"],
+                    "data": [{"object": "embedding", "index": 0, "embedding": [0.25, -0.5]}]}))
+            }
+        }),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     (format!("http://{address}/v1"), recorded)
+}
+
+/// POST `body` to the proxy route `path` with `headers`.
+async fn proxied(
+    app: &TestApp,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(format!("{}{path}", app.address))
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("request sent")
+}
+
+/// An error body in both envelopes at once: the contract's `code`/`field` and OpenAI's
+/// `type`/`param`.
+async fn assert_openai_error(
+    response: reqwest::Response,
+    status: StatusCode,
+    code: &str,
+    kind: &str,
+    param: Option<&str>,
+) -> Value {
+    let body = assert_error(response, status, code, param).await;
+    assert_eq!(body["error"]["type"], kind, "{body}");
+    assert_eq!(body["error"]["param"], json!(param), "{body}");
+    body
+}
+
+#[tokio::test]
+async fn responses_carry_memory_in_their_instructions_and_are_remembered() {
+    let (upstream, recorded) = recording_upstream().await;
+    let app = proxy_app(&upstream, 1000).await;
+    remember_billing_facts(&app, "pia").await;
+    let body = json!({"model": "m", "instructions": "Be brief.",
+        "input": [{"role": "user", "content": "Which database does billing use?"}]});
+    let response = proxied(
+        &app,
+        "/v1/responses",
+        &[("x-mnemos-agent-id", "pia"), ("x-mnemos-session-id", "r-1")],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_ne!(response.headers()["x-mnemos-memories-injected"], "0");
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["output"][0]["content"][0]["text"],
+        "It uses PostgreSQL 16."
+    );
+    let forwarded = recorded.lock().unwrap().bodies[0].clone();
+    assert_eq!(
+        forwarded["input"], body["input"],
+        "the input items reach the model unchanged"
+    );
+    let instructions = forwarded["instructions"].as_str().unwrap();
+    assert!(
+        instructions.starts_with("Be brief.\n\n<memory>\n"),
+        "{instructions}"
+    );
+    assert!(instructions.contains("PostgreSQL 16"), "{instructions}");
+
+    // Streamed: the events come through as sent; the exchange is remembered after the
+    // completing event, with the text of the deltas.
+    let response = proxied(
+        &app,
+        "/v1/responses",
+        &[("x-mnemos-agent-id", "pia"), ("x-mnemos-session-id", "r-1")],
+        json!({"model": "stream", "stream": true, "input": "And its port?"}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let events = response.text().await.unwrap();
+    assert!(events.contains("response.completed"), "{events}");
+    let logged = eventually(Duration::from_secs(10), || async {
+        let view = app.get("/v1/sessions/r-1/messages?agent_id=pia").await;
+        view.status() == StatusCode::OK
+            && view.json::<Value>().await.unwrap()["total_messages"] == 4
+    })
+    .await;
+    assert!(logged, "both exchanges reach the session log");
+    let view = app.get("/v1/sessions/r-1/messages?agent_id=pia").await;
+    let view = assert_status(view, StatusCode::OK).await;
+    assert_eq!(view["messages"][1]["content"], "It uses PostgreSQL 16.");
+    assert_eq!(view["messages"][2]["content"], "And its port?");
+    assert_eq!(view["messages"][3]["content"], "Port 8443.");
+
+    // A client that can only set `user` names the agent with it.
+    let response = proxied(
+        &app,
+        "/v1/responses",
+        &[],
+        json!({"model": "m", "input": "Which database does billing use?", "user": "pia"}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-mnemos-agent-id"], "pia");
+    assert_ne!(response.headers()["x-mnemos-memories-injected"], "0");
+
+    // Refusals name the field in both envelopes; none reaches the upstream.
+    let before = recorded.lock().unwrap().bodies.len();
+    let no_input = proxied(
+        &app,
+        "/v1/responses",
+        &[("x-mnemos-agent-id", "pia")],
+        json!({"model": "m"}),
+    )
+    .await;
+    assert_openai_error(
+        no_input,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        "invalid_request_error",
+        Some("input"),
+    )
+    .await;
+    let bad_user = proxied(
+        &app,
+        "/v1/responses",
+        &[],
+        json!({"model": "m", "input": "hi", "user": "not an id"}),
+    )
+    .await;
+    assert_openai_error(
+        bad_user,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        "invalid_request_error",
+        Some("user"),
+    )
+    .await;
+    let bad_instructions = proxied(
+        &app,
+        "/v1/responses",
+        &[("x-mnemos-agent-id", "pia")],
+        json!({"model": "m", "input": "hi", "instructions": ["x"]}),
+    )
+    .await;
+    assert_openai_error(
+        bad_instructions,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        "invalid_request_error",
+        Some("instructions"),
+    )
+    .await;
+    assert_eq!(recorded.lock().unwrap().bodies.len(), before);
+}
+
+#[tokio::test]
+async fn embeddings_pass_through_and_failures_come_in_openais_envelope() {
+    let (upstream, recorded) = recording_upstream().await;
+    let app = proxy_app(&upstream, 1000).await;
+    let response = proxied(
+        &app,
+        "/v1/embeddings",
+        &[],
+        json!({"model": "e", "input": ["hi"]}),
+    )
+    .await;
+    let body = assert_status(response, StatusCode::OK).await;
+    assert_eq!(body["data"][0]["embedding"], json!([0.25, -0.5]));
+    assert_eq!(
+        recorded.lock().unwrap().bodies[0],
+        json!({"model": "e", "input": ["hi"]})
+    );
+    let no_input = proxied(&app, "/v1/embeddings", &[], json!({"model": "e"})).await;
+    assert_openai_error(
+        no_input,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        "invalid_request_error",
+        Some("input"),
+    )
+    .await;
+
+    // A chat naming no agent: both envelopes, and the message says how to name one.
+    let user = json!({"role": "user", "content": "hi"});
+    let body = assert_openai_error(
+        chat(&app, &[], json!({"model": "m", "messages": [user]})).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        "invalid_request_error",
+        Some("X-Mnemos-Agent-Id"),
+    )
+    .await;
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("user"),
+        "{body}"
+    );
+    // A body that is not JSON, refused before routing, is restated too.
+    let form = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.address))
+        .header("content-type", "text/plain")
+        .body("hi")
+        .send()
+        .await
+        .unwrap();
+    assert_openai_error(
+        form,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_argument",
+        "invalid_request_error",
+        Some("content-type"),
+    )
+    .await;
+    // An upstream failure that is not JSON (a gateway's page) keeps its status and
+    // becomes OpenAI's envelope; JSON failures pass through unchanged (tested above).
+    let response = proxied(
+        &app,
+        "/v1/responses",
+        &[("x-mnemos-agent-id", "pia")],
+        json!({"model": "html", "input": "hi"}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "api_error", "{body}");
+    assert_eq!(body["error"]["code"], "upstream_error", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("502 Bad Gateway"),
+        "{body}"
+    );
+    // An unreachable upstream: 503 in both envelopes.
+    let dead = proxy_app("http://127.0.0.1:9/v1", 1000).await;
+    for path in ["/v1/responses", "/v1/embeddings"] {
+        let response = proxied(
+            &dead,
+            path,
+            &[("x-mnemos-agent-id", "pia")],
+            json!({"model": "m", "input": "hi"}),
+        )
+        .await;
+        assert_openai_error(
+            response,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "backend_unavailable",
+            "api_error",
+            None,
+        )
+        .await;
+    }
+    // REST keeps the contract's envelope alone.
+    let rest = app.post("/tools/recall", &json!({"query": "x"})).await;
+    let body = assert_error(
+        rest,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("agent_id"),
+    )
+    .await;
+    assert!(body["error"].get("type").is_none(), "{body}");
 }
 
 async fn chat(app: &TestApp, headers: &[(&str, &str)], body: Value) -> reqwest::Response {
@@ -519,9 +864,15 @@ async fn with_keys_the_clients_api_key_is_its_mnemos_key_and_never_goes_upstream
     }
     // No key, or a read-only key (the proxy remembers the exchange), is refused before
     // anything reaches the upstream.
+    let missing: Value = {
+        let response = chat(&app, &[], body.clone()).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        response.json().await.unwrap()
+    };
+    assert_eq!(missing["error"]["code"], "unauthenticated", "{missing}");
     assert_eq!(
-        chat(&app, &[], body.clone()).await.status(),
-        StatusCode::UNAUTHORIZED
+        missing["error"]["type"], "authentication_error",
+        "{missing}"
     );
     let reader = format!("Bearer {}", secrets[1]);
     assert_eq!(

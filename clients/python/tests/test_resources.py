@@ -1,0 +1,241 @@
+"""Sessions, projects, KV namespaces, admin keys and the service routes, through the
+sync client against a real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemos_client import (
+    CreatedKey,
+    Health,
+    InvalidArgument,
+    Mnemos,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+
+
+def test_health(server: dict) -> None:
+    with Mnemos(server["url"], "") as anonymous:
+        health = anonymous.health()
+    assert isinstance(health, Health)
+    assert health.status in ("ok", "degraded")
+    assert health.version and health.uptime_seconds >= 0
+
+
+def test_health_detail_metrics_openapi(admin_client: Mnemos) -> None:
+    health = admin_client.health()
+    assert health.backends and "store" in health.backends
+    assert health.actors and all(a.name and a.state for a in health.actors)
+    assert "mnemos_" in admin_client.metrics()
+    document = admin_client.openapi()
+    assert document["info"]["title"] == "mnemos"
+    assert "/tools/recall" in document["paths"]
+
+
+def test_every_documented_operation_has_a_method(admin_client: Mnemos) -> None:
+    """Each REST operation of /openapi.json (not the proxy, /mcp) is covered here."""
+    covered = {
+        ("GET", "/health"), ("GET", "/metrics"),
+        ("POST", "/tools/remember"), ("POST", "/tools/remember_batch"), ("POST", "/tools/recall"),
+        ("POST", "/tools/associate"), ("POST", "/tools/spreading_activation"), ("POST", "/tools/forget"),
+        ("POST", "/tools/consolidate"), ("POST", "/tools/reflect"), ("POST", "/tools/memory_history"),
+        ("POST", "/tools/build_context"), ("POST", "/tools/extract_turn"),
+        ("GET", "/v1/memories"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
+        ("GET", "/v1/memories/{id}"), ("PATCH", "/v1/memories/{id}"), ("DELETE", "/v1/memories/{id}"),
+        ("GET", "/v1/memories/{id}/history"), ("GET", "/v1/cognition/runs"),
+        ("GET", "/v1/projects"), ("GET", "/v1/projects/{project_id}"), ("PUT", "/v1/projects/{project_id}"),
+        ("PUT", "/v1/projects/{project_id}/sessions/{session_id}"),
+        ("PUT", "/v1/namespaces/{namespace}"), ("GET", "/v1/namespaces/{namespace}/stats"),
+        ("GET", "/v1/namespaces/{namespace}/entries"), ("GET", "/v1/namespaces/{namespace}/entries/{key}"),
+        ("PUT", "/v1/namespaces/{namespace}/entries/{key}"), ("DELETE", "/v1/namespaces/{namespace}/entries/{key}"),
+        ("POST", "/v1/namespaces/{namespace}/search"),
+        ("POST", "/v1/sessions/{id}/messages"), ("GET", "/v1/sessions/{id}/messages"),
+        ("POST", "/v1/sessions/{id}/compact"),
+        ("POST", "/v1/admin/archive"), ("GET", "/v1/admin/keys"), ("POST", "/v1/admin/keys"),
+        ("DELETE", "/v1/admin/keys/{id}"), ("GET", "/v1/admin/audit"),
+        ("DELETE", "/v1/agents/{agent}"), ("DELETE", "/v1/tenants/{tenant}"),
+    }
+    documented = {
+        (method.upper(), path)
+        for path, operations in admin_client.openapi()["paths"].items()
+        for method, operation in operations.items()
+        if method in ("get", "post", "put", "patch", "delete")
+        # the OpenAI-compatible proxy and MCP are other protocols, not REST operations
+        and not {"proxy", "mcp"} & set(operation.get("tags", []))
+        and not path.startswith("/mcp")
+    }
+    missing = documented - covered
+    assert not missing, f"operations of /openapi.json the client has no method for: {sorted(missing)}"
+
+
+def test_sessions(client: Mnemos, agent: str, unique) -> None:
+    session = unique("chat")
+    one = client.sessions.add_message(session, "user", "We deploy on Tuesdays.")
+    assert [m.role for m in one.messages] == ["user"]
+    assert one.session.session_id == session and one.session.agent_id == agent
+    several = client.sessions.post_messages(
+        session,
+        [
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "And we freeze on Fridays."},
+        ],
+    )
+    assert [m.content for m in several.messages] == ["Noted.", "And we freeze on Fridays."]
+    assert several.messages[0].seq < several.messages[1].seq
+
+    window = client.sessions.get(session)
+    assert [(m.role, m.content) for m in window.messages] == [
+        ("user", "We deploy on Tuesdays."),
+        ("assistant", "Noted."),
+        ("user", "And we freeze on Fridays."),
+    ]
+    assert window.total_messages == 3
+    assert window.tokens > 0 and window.context_tokens > 0
+    assert [m.seq for m in window.messages] == sorted(m.seq for m in window.messages)
+
+    compacted = client.sessions.compact(session)
+    assert compacted.session_id == session
+    assert isinstance(compacted.compacted, bool)
+
+    with pytest.raises(InvalidArgument) as caught:
+        client.sessions.post_messages(session, [{"role": "user", "content": "x"}], role="user", content="y")
+    assert caught.value.field == "messages"
+    with pytest.raises(InvalidArgument) as caught:
+        client.sessions.post_messages(session, [{"role": "robot", "content": "x"}])
+    assert caught.value.field == "messages[0].role"
+
+
+def test_projects(client: Mnemos, agent: str, unique) -> None:
+    project_id = unique("proj")
+    created = client.projects.put(project_id, name="ACME audit", isolated=True)
+    assert (created.project_id, created.agent_id, created.name, created.isolated) == (
+        project_id,
+        agent,
+        "ACME audit",
+        True,
+    )
+    renamed = client.projects.put(project_id, name="ACME audit 2026")
+    assert renamed.name == "ACME audit 2026" and renamed.isolated
+
+    attached = client.projects.attach_session(project_id, "s-42")
+    assert attached.sessions == ["s-42"]
+    got = client.projects.get(project_id)
+    assert got.sessions == ["s-42"] and got.name == "ACME audit 2026"
+    assert [p.project_id for p in client.projects.list()] == [project_id]
+
+    memory = client.tools.remember("ACME keeps its books in SAP", session_id="s-42").memory
+    assert memory.project_id == project_id
+    assert [m.id for m in client.get_all(project_id=project_id)] == [memory.id]
+    hits = client.search("where are the books kept", project_id=project_id)
+    assert memory.id in [h.memory.id for h in hits]
+    hidden = client.search("where are the books kept")
+    assert memory.id not in [h.memory.id for h in hidden], "an isolated project's memories need project_id"
+
+    with pytest.raises(NotFound):
+        client.projects.get(unique("missing"))
+
+
+def test_kv(client: Mnemos, agent: str, unique) -> None:
+    ns = unique("ns")
+    configured = client.kv.configure(ns, 3)
+    assert configured.stats.namespace == ns and configured.stats.max_entries == 3
+
+    put = client.kv.put(ns, "task:1", {"goal": "draft notes"}, tags=["open"], ttl_seconds=3600)
+    assert put.created and put.evicted == []
+    assert put.entry.value == {"goal": "draft notes"} and put.entry.written_by == agent
+    assert put.entry.expires_at is not None
+    replaced = client.kv.put(ns, "task:1", {"goal": "draft the notes"}, tags=["open"])
+    assert not replaced.created
+    client.kv.put(ns, "task:2", "plain string value", tags=["done"])
+    client.kv.put(ns, "key/with spaces", [1, 2, 3])
+
+    entry = client.kv.get(ns, "task:1")
+    assert entry.value == {"goal": "draft the notes"} and entry.tags == ["open"]
+    assert client.kv.get(ns, "key/with spaces").value == [1, 2, 3]
+
+    # a fourth key evicts the least recently used one (task:2: task:1 and the
+    # spaced key were read since)
+    overflow = client.kv.put(ns, "task:3", None)
+    assert overflow.evicted == ["task:2"]
+    assert client.kv.get(ns, "task:3").value is None
+
+    assert [e.key for e in client.kv.list(ns, tag="open")] == ["task:1"]
+    assert {e.key for e in client.kv.list(ns)} == {"task:1", "task:3", "key/with spaces"}
+    found = client.kv.search(ns, "draft notes", limit=5)
+    assert found.results and found.results[0].entry.key == "task:1"
+
+    assert client.kv.delete(ns, "task:1").deleted == "task:1"
+    with pytest.raises(NotFound) as caught:
+        client.kv.get(ns, "task:1")
+    assert caught.value.field
+    stats = client.kv.stats(ns)
+    assert stats.entries == 2 and stats.evictions == 1 and stats.puts >= 5 and stats.misses >= 1
+    with pytest.raises(NotFound) as caught:
+        client.kv.stats(unique("missing"))
+    assert caught.value.field == "namespace"
+
+
+def test_admin_keys(admin_client: Mnemos, server: dict, new_agent) -> None:
+    agent, other = new_agent("keyed"), new_agent("other")
+    created = admin_client.admin.keys.create(agent, ["read", "write"], name="pytest bound key")
+    assert isinstance(created, CreatedKey)
+    assert created.secret.startswith("mnm_")
+    assert (created.key.agent, created.key.status, sorted(created.key.scopes)) == (agent, "active", ["read", "write"])
+
+    listed = {k.id: k for k in admin_client.admin.keys.list()}
+    assert created.key.id in listed and listed[created.key.id].name == "pytest bound key"
+    assert all(not hasattr(k, "secret") and "secret" not in k for k in listed.values())
+
+    with Mnemos(server["url"], created.secret) as bound:
+        # the key supplies the agent
+        memory = bound.tools.remember("Written with a key bound to one agent").memory
+        assert memory.agent_id == agent
+        assert memory.provenance and memory.provenance.get("key_id") == created.key.id
+        assert [m.id for m in bound.get_all()] == [memory.id]
+        with pytest.raises(PermissionDenied) as caught:
+            bound.get_all(other)
+        assert caught.value.status == 403 and caught.value.field == "agent_id"
+        with pytest.raises(PermissionDenied):
+            bound.admin.keys.list()
+
+        revoked = admin_client.admin.keys.revoke(created.key.id)
+        assert revoked.revoked == created.key.id
+        with pytest.raises(Unauthenticated):
+            bound.get_all()
+    statuses = {k.id: k.status for k in admin_client.admin.keys.list()}
+    assert statuses[created.key.id] == "revoked"
+    with pytest.raises(NotFound):
+        admin_client.admin.keys.revoke("000000000000")
+
+    actions = [(e.action, e.target) for e in admin_client.admin.audit(limit=200)]
+    assert ("key.create", created.key.id) in actions and ("key.revoke", created.key.id) in actions
+
+
+def test_archive_and_erase(admin_client: Mnemos, new_agent) -> None:
+    run = admin_client.admin.archive()
+    assert run.trigger == "api" and run.id
+
+    agent = new_agent("erased")
+    admin_client.tools.remember("A memory that erase removes", agent_id=agent)
+    admin_client.sessions.add_message("s-1", "user", "hello", agent_id=agent)
+    erased = admin_client.admin.erase_agent(agent)
+    assert erased.agent_id == agent
+    assert erased.system_of_record.memories == 1 and erased.system_of_record.sessions == 1
+    assert admin_client.get_all(agent) == []
+
+
+def test_erase_tenant(admin_client: Mnemos, server: dict, unique) -> None:
+    tenant = unique("tenant")
+    try:
+        created = admin_client.admin.keys.create("*", ["read", "write"], tenant=tenant, name="pytest tenant")
+    except PermissionDenied:
+        pytest.skip("the suite's key administers one tenant only (erasing tenants needs the default tenant)")
+    with Mnemos(server["url"], created.secret, agent_id="someone") as tenant_client:
+        tenant_client.tools.remember("A memory of a tenant that will be erased")
+        erased = admin_client.admin.erase_tenant(tenant)
+        assert erased.tenant == tenant and erased.keys_revoked >= 1
+        assert [a.agent_id for a in erased.agents] == ["someone"]
+        with pytest.raises(Unauthenticated):
+            tenant_client.get_all()
