@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod bench;
 pub mod config;
+pub mod console;
 pub mod context;
 pub mod contract;
 pub mod data_dir;

@@ -54,6 +54,7 @@ pub fn router(parts: RouterParts) -> Router {
     let router = Router::new()
         .merge(rest)
         .merge(crate::proxy::routes(parts.proxy, runtime))
+        .merge(crate::console::routes())
         .route(
             "/openapi.json",
             get(|| async { axum::Json(crate::http::openapi::document()) }),

@@ -57,14 +57,18 @@ fn request_id(request: &Request) -> String {
 fn surface_of(path: &str) -> Surface {
     match path {
         "/mcp" => Surface::Mcp,
-        "/v1/chat/completions" | "/v1/models" => Surface::Proxy,
+        "/v1/chat/completions" | "/v1/responses" | "/v1/embeddings" | "/v1/models" => {
+            Surface::Proxy
+        }
         _ => Surface::Rest,
     }
 }
 
 /// Paths anyone may ask (what they answer depends on who asks).
 fn public(gate: &Gate, path: &str) -> bool {
-    matches!(path, "/health" | "/openapi.json") || (path == "/metrics" && gate.public_metrics)
+    matches!(path, "/health" | "/openapi.json")
+        || (path == "/metrics" && gate.public_metrics)
+        || crate::console::is_console_path(path)
 }
 
 /// The layer: authenticate, put the [`Caller`] in the request, audit 401 and 403.
