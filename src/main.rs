@@ -391,7 +391,7 @@ async fn run_command(
                 tag: None,
                 limit: Some(limit),
                 cursor,
-                project_id: None,
+                ..ListParams::default()
             };
             list(runtime, caller, params, json).await
         }

@@ -221,6 +221,19 @@ pub struct SessionRecord {
     pub last_message_at: DateTime<Utc>,
 }
 
+/// One agent as a browser lists it: how many memories it has and how recent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSummary {
+    /// The agent, as stored (tenant-qualified).
+    pub agent_id: AgentId,
+    /// Memories in every status.
+    pub memories: u64,
+    /// Active memories.
+    pub active: u64,
+    /// When its newest memory was stored.
+    pub last_at: Option<DateTime<Utc>>,
+}
+
 /// Years an instant given by a caller may fall in: what every store can write and read
 /// back (SQLite keeps RFC 3339 text, PostgreSQL `timestamptz`), and where calendar
 /// arithmetic on it cannot overflow.

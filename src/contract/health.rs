@@ -37,6 +37,17 @@ pub struct HealthView {
     /// Supervised actors (only for an admin, or with `auth.public_metrics`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actors: Option<Vec<ActorHealthView>>,
+    /// The scheduled jobs (`sleep_cycle`, `archival`) with their cron and next firing
+    /// (only for an admin, or with `auth.public_metrics`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub schedule: Option<serde_json::Value>,
+    /// Server-side recall time over the most recent recalls: count, window, p50, p95,
+    /// p99 in ms (only for an admin, or with `auth.public_metrics`; null before the
+    /// first recall).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub recall_latency_ms: Option<serde_json::Value>,
 }
 
 /// The health answer of `runtime`, serving since `started`; `detail` adds the backends
@@ -85,7 +96,20 @@ pub async fn health(runtime: &Runtime, started: Instant, detail: bool) -> Health
         "namespaces": { "backend": health.namespaces_backend, "state": state_of(ChildKind::Namespaces) },
         "inner_thought": { "provider": health.inner_thought, "state": state_of(ChildKind::Consolidator) },
     });
+    let schedule: serde_json::Map<String, serde_json::Value> = health
+        .schedules
+        .iter()
+        .map(|s| {
+            (
+                s.job.to_string(),
+                serde_json::json!({"cron": s.cron, "enabled": s.enabled, "next_at": s.next_at}),
+            )
+        })
+        .collect();
+    let recall_latency = serde_json::to_value(health.recall_latency).unwrap_or_default();
     HealthView {
+        schedule: detail.then_some(serde_json::Value::Object(schedule)),
+        recall_latency_ms: detail.then_some(recall_latency),
         status: if degraded { "degraded" } else { "ok" }.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         uptime_seconds: started.elapsed().as_secs(),

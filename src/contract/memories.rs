@@ -25,15 +25,35 @@ pub async fn list_memories(
         status: memory_status("status", params.status.as_deref())?,
         tag: params.tag,
         limit: params.limit.unwrap_or(50),
-        cursor: params.cursor.map(MemoryId),
+        cursor: cursor(params.cursor)?,
         occurred: None,
         project_id: project("project_id", params.project_id.as_deref())?,
+        session_id: session("session_id", params.session_id.as_deref())?,
+        words: super::parse::search_words("q", params.q.as_deref())?,
+        within: super::parse::occurred_between(params.occurred_after, params.occurred_before)?,
+    };
+    let total = match params.with_total {
+        Some(true) => Some(runtime.count_listed(&query).await?),
+        _ => None,
     };
     let (memories, next) = runtime.list(query).await?;
     Ok(ListResponse {
         memories: memories.into_iter().map(Into::into).collect(),
         next_cursor: next.map(|id| id.0),
+        total,
     })
+}
+
+/// A page cursor: the `next_cursor` of a previous page, which is a memory id.
+fn cursor(raw: Option<String>) -> MemoryResult<Option<MemoryId>> {
+    match raw {
+        None => Ok(None),
+        Some(raw) if uuid::Uuid::parse_str(&raw).is_ok() => Ok(Some(MemoryId(raw))),
+        Some(raw) => Err(MemoryError::invalid(
+            "cursor",
+            format!("cursor {raw:?} is not a next_cursor this server gave; pass the next_cursor of the previous page, or leave it out for the first"),
+        )),
+    }
 }
 
 /// One memory by id, of the owner the request names (or the key's agent).
@@ -176,13 +196,8 @@ pub async fn delete_all_memories(
     loop {
         let query = ListQuery {
             agent_id: Some(agent.clone()),
-            memory_type: None,
-            status: None,
-            tag: None,
             limit: 200,
-            cursor: None,
-            occurred: None,
-            project_id: None,
+            ..ListQuery::default()
         };
         let (page, _) = runtime.list(query).await?;
         if page.is_empty() {

@@ -8,6 +8,7 @@
 //! [`errors::ApiError`], the error table's HTTP response, which REST and the proxy both
 //! answer with. The surfaces depend on this module and never on each other.
 
+pub mod browse;
 pub mod catalog;
 pub mod erase;
 pub mod errors;

@@ -121,6 +121,51 @@ pub fn min_score(raw: Option<f64>) -> MemoryResult<Option<f64>> {
     }
 }
 
+/// The words of a full-text filter (`field`), lowercased; none for an absent or blank
+/// text. At most 16 words of at most 200 bytes each.
+pub fn search_words(field: &str, raw: Option<&str>) -> MemoryResult<Vec<String>> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let words: Vec<String> = raw
+        .split_whitespace()
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    if words.len() > 16 || words.iter().any(|w| w.len() > 200) {
+        return Err(MemoryError::invalid(
+            field,
+            format!("{field} may hold at most 16 words of at most 200 bytes each"),
+        ));
+    }
+    if words.iter().any(|w| w.contains('\0')) {
+        return Err(MemoryError::invalid(
+            field,
+            format!("{field} must not contain NUL characters"),
+        ));
+    }
+    Ok(words)
+}
+
+/// The occurrence range of `occurred_after` (inclusive) and `occurred_before`
+/// (exclusive); none when neither is given.
+pub fn occurred_between(
+    after: Option<DateTime<Utc>>,
+    before: Option<DateTime<Utc>>,
+) -> MemoryResult<Option<TimeRange>> {
+    if after.is_none() && before.is_none() {
+        return Ok(None);
+    }
+    let start = after.unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let end = before.unwrap_or(DateTime::<Utc>::MAX_UTC);
+    if start >= end {
+        return Err(MemoryError::invalid(
+            "occurred_before",
+            "occurred_before must come after occurred_after",
+        ));
+    }
+    Ok(Some(TimeRange { start, end }))
+}
+
 /// A required string that arrives in an optional wire field (query parameters).
 pub fn required(field: &str, value: Option<String>) -> MemoryResult<String> {
     value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))

@@ -202,6 +202,15 @@ pub async fn build_context(
             stale_files,
             untrusted_fenced: block.fenced,
             untrusted_withheld: block.withheld,
+            sections: block
+                .sections
+                .into_iter()
+                .map(|s| ContextSectionView {
+                    name: s.name,
+                    tokens: s.tokens,
+                    memories: s.memories,
+                })
+                .collect(),
         },
     })
 }

@@ -509,6 +509,19 @@ pub struct ContextMetadata {
     pub untrusted_fenced: usize,
     /// Suspicious memories left out (`screening.untrusted = "omit"`).
     pub untrusted_withheld: usize,
+    /// The block's sections in order (procedures first), with what each holds.
+    pub sections: Vec<ContextSectionView>,
+}
+
+/// One section of a built context.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ContextSectionView {
+    /// Its heading.
+    pub name: String,
+    /// Estimated tokens, heading included.
+    pub tokens: usize,
+    /// Memories in it.
+    pub memories: usize,
 }
 
 /// Answer of build_context.
@@ -809,7 +822,7 @@ pub struct RunsResponse {
 }
 
 /// Query of `GET /v1/memories`.
-#[derive(Debug, Clone, Deserialize, ToSchema, utoipa::IntoParams)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
@@ -828,6 +841,17 @@ pub struct ListParams {
     pub cursor: Option<String>,
     /// Only memories of this project.
     pub project_id: Option<String>,
+    /// Only memories of this session.
+    pub session_id: Option<String>,
+    /// Only memories that occurred at or after this instant (RFC 3339).
+    pub occurred_after: Option<DateTime<Utc>>,
+    /// Only memories that occurred before this instant (RFC 3339).
+    pub occurred_before: Option<DateTime<Utc>>,
+    /// Full text: only memories whose content holds every word of this text
+    /// (case-insensitive for ASCII letters).
+    pub q: Option<String>,
+    /// Also count every memory that passes the filters (`total`).
+    pub with_total: Option<bool>,
 }
 
 /// A page of memories.
@@ -837,6 +861,9 @@ pub struct ListResponse {
     pub memories: Vec<MemoryView>,
     /// Pass as `cursor` for the next page; null at the end.
     pub next_cursor: Option<String>,
+    /// How many memories pass the filters in all (only with `with_total=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// Query naming an optional owner.

@@ -4,6 +4,7 @@
 //! the full router (with `/mcp`, the proxy and `/metrics`) is composed in `crate::router`.
 
 pub mod admin;
+pub mod browse;
 pub mod guard;
 pub mod handlers;
 pub mod identity;
@@ -144,6 +145,13 @@ pub fn routes() -> Router<Arc<AppState>> {
                 .post(handlers::add_memories)
                 .delete(handlers::delete_all_memories),
         )
+        .route("/v1/agents", get(browse::agents))
+        .route("/v1/memories/bulk", post(browse::bulk))
+        .route("/v1/memories/{id}/associations", get(browse::associations))
+        .route("/v1/memories/{id}/graph", get(browse::graph))
+        .route("/v1/memories/{id}/retention", get(browse::retention))
+        .route("/v1/sessions", get(browse::sessions))
+        .route("/v1/namespaces", get(browse::namespaces))
         .route(
             "/v1/memories/{id}",
             get(handlers::get_memory)

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::{admin, handlers, kv, projects, sessions};
+use super::{admin, browse, handlers, kv, projects, sessions};
 use crate::contract;
 
 /// The document `/openapi.json` serves: the generated one plus what utoipa cannot derive
@@ -159,6 +159,13 @@ fn extra_paths() -> Vec<(&'static str, Value)> {
         handlers::patch_memory,
         handlers::delete_memory,
         handlers::memory_history_resource,
+        browse::agents,
+        browse::bulk,
+        browse::associations,
+        browse::graph,
+        browse::retention,
+        browse::sessions,
+        browse::namespaces,
         handlers::cognition_runs,
         sessions::post_messages,
         sessions::get_messages,

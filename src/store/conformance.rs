@@ -688,6 +688,48 @@ async fn list_filters_and_pages<S: TestStore>(store: &S) {
         listed(in_range),
         vec![memories[2].id.clone(), memories[1].id.clone()]
     );
+    // `within` filters by occurrence but keeps id order; the count ignores cursor and
+    // page size; every filter agrees with `ListQuery::admits`.
+    let within = |q: &mut ListQuery| {
+        q.within = Some(TimeRange {
+            start: t0() + Duration::days(1),
+            end: t0() + Duration::days(4),
+        })
+    };
+    assert_eq!(
+        listed(store.list(&query(&within)).await.unwrap()),
+        vec![
+            memories[3].id.clone(),
+            memories[2].id.clone(),
+            memories[1].id.clone()
+        ]
+    );
+    assert_eq!(store.count_listed(&query(&within)).await.unwrap(), 3);
+    assert_eq!(
+        store
+            .count_listed(&query(&|q| {
+                within(q);
+                q.limit = 1;
+                q.cursor = Some(memories[3].id.clone());
+            }))
+            .await
+            .unwrap(),
+        3
+    );
+    let words = |q: &mut ListQuery| q.words = vec!["note".into(), "3".into()];
+    assert_eq!(
+        listed(store.list(&query(&words)).await.unwrap()),
+        vec![memories[3].id.clone()]
+    );
+    assert_eq!(store.count_listed(&query(&|_| {})).await.unwrap(), 6);
+    let summaries = store.agent_summaries().await.unwrap();
+    let alice = summaries
+        .iter()
+        .find(|s| s.agent_id == agent("alice"))
+        .expect("alice is listed");
+    assert_eq!((alice.memories, alice.active), (6, 5));
+    assert!(alice.last_at.is_some());
+    assert_eq!(summaries.len(), 2);
 }
 
 async fn embeddings_page_in_id_order_of_active_memories<S: TestStore>(store: &S) {
@@ -1130,6 +1172,29 @@ async fn session_log_appends_and_compacts_once<S: TestStore>(store: &S) {
         .await
         .unwrap();
     let record = store.session_record(&alice, &chat).await.unwrap().unwrap();
+    // An agent's sessions list the same record, the most recently spoken first.
+    let later = SessionId::parse("later").unwrap();
+    store
+        .append_session_message(
+            &alice,
+            &later,
+            MessageRole::User,
+            "hi",
+            1,
+            t0() + Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    let sessions = store.agent_sessions(&alice, 10).await.unwrap();
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions[0].session_id, later);
+    assert_eq!(sessions[1], record);
+    assert_eq!(store.agent_sessions(&alice, 1).await.unwrap().len(), 1);
+    assert!(store
+        .agent_sessions(&agent("nobody"), 10)
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(record.last_seq, 5);
     assert_eq!(record.compacted_through, 0);
     assert_eq!(record.pending_tokens, 10 + 11 + 12 + 13 + 5);
@@ -1200,7 +1265,14 @@ async fn kv_namespaces_evict_in_use_order<S: TestStore>(store: &S) {
     let ns = NamespaceName::parse("team").unwrap();
     let node = agent("n1");
     let now = t0();
+    assert!(store.kv_namespaces().await.unwrap().is_empty());
     store.kv_configure(&ns, 3, now).await.unwrap();
+    let other = NamespaceName::stored("acme/team").unwrap();
+    store.kv_configure(&other, 3, now).await.unwrap();
+    assert_eq!(
+        store.kv_namespaces().await.unwrap(),
+        vec![other, ns.clone()]
+    );
     for key in ["a", "b", "c"] {
         store
             .kv_put(&simple_put(&ns, &node, key, json!(key), now))

@@ -377,6 +377,18 @@ impl<D: Dialect> KvStore for SqlStore<D> {
         let mut conn = self.connection().await?;
         stats_of::<D>(&mut conn, namespace, now).await
     }
+
+    async fn kv_namespaces(&self) -> MemoryResult<Vec<NamespaceName>> {
+        let rows = self
+            .rows(&Statement::new(
+                "SELECT name FROM kv_namespaces ORDER BY name",
+                [],
+            ))
+            .await?;
+        rows.iter()
+            .map(|row| NamespaceName::stored(&row.text("name")?))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -201,9 +201,16 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     }
 
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {
-        let statement = sql::list_memories(query, D::HAS_TAG);
+        let statement = sql::list_memories(query, D::HAS_TAG, D::POSITION);
         self.all_readable(&statement, "memories", map::memory_key, map::memory)
             .await
+    }
+
+    async fn count_listed(&self, query: &ListQuery) -> MemoryResult<u64> {
+        let statement = sql::count_listed(query, D::HAS_TAG, D::POSITION);
+        let mut conn = self.connection().await?;
+        let row = one_row::<D>(&mut conn, &statement).await?;
+        Ok(row.integer("n")?.max(0) as u64)
     }
 
     async fn update(
@@ -265,6 +272,30 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         rows.iter()
             .map(|row| AgentId::stored(&row.text("agent_id")?))
             .collect()
+    }
+
+    async fn agent_summaries(&self) -> MemoryResult<Vec<mnemos_actors::model::AgentSummary>> {
+        let statement = Statement::new(sql::AGENT_SUMMARIES, []);
+        let key = |row: &D::Row| row.text("agent_id").unwrap_or_default();
+        self.all_readable(&statement, "memories", key, map::agent_summary)
+            .await
+    }
+
+    async fn agent_sessions(
+        &self,
+        agent: &AgentId,
+        limit: usize,
+    ) -> MemoryResult<Vec<SessionRecord>> {
+        let statement = Statement::new(
+            sql::AGENT_SESSIONS,
+            [Arg::Text(agent.as_str()), Arg::Integer(limit as i64)],
+        );
+        let key = |row: &D::Row| format!("{agent}/{}", row.text("session_id").unwrap_or_default());
+        self.all_readable(&statement, "sessions", key, |row| {
+            let session = SessionId::parse(&row.text("session_id")?)?;
+            map::session_record(row, agent, &session)
+        })
+        .await
     }
 
     async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {

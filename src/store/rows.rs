@@ -194,6 +194,16 @@ pub fn session_record(
     })
 }
 
+/// A row of [`super::sql::AGENT_SUMMARIES`].
+pub fn agent_summary(row: &impl Columns) -> MemoryResult<mnemos_actors::model::AgentSummary> {
+    Ok(mnemos_actors::model::AgentSummary {
+        agent_id: AgentId::stored(&row.text("agent_id")?)?,
+        memories: count_u64(row.integer("memories")?),
+        active: count_u64(row.integer("active")?),
+        last_at: row.optional_time("last_at")?,
+    })
+}
+
 /// A `session_messages` row.
 pub fn session_message(row: &impl Columns) -> MemoryResult<SessionMessage> {
     Ok(SessionMessage {

@@ -246,6 +246,14 @@ pub const SESSION_NEIGHBOURS: &str = "SELECT id FROM (SELECT id FROM memories \
      ORDER BY id LIMIT $4) AS later";
 /// Every agent that has memories.
 pub const AGENTS: &str = "SELECT DISTINCT agent_id FROM memories ORDER BY agent_id";
+/// Every agent with its memory counts and newest memory.
+pub const AGENT_SUMMARIES: &str = "SELECT agent_id, COUNT(*) AS memories, \
+     SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS active, MAX(created_at) AS last_at \
+     FROM memories GROUP BY agent_id ORDER BY agent_id";
+/// An agent's sessions, the most recently spoken first (`$2` at most).
+pub const AGENT_SESSIONS: &str = "SELECT session_id, last_seq, compacted_through, summary, \
+     summarized_at, pending_tokens, compactions, created_at, last_message_at FROM sessions \
+     WHERE agent_id = $1 ORDER BY last_message_at DESC, session_id LIMIT $2";
 /// How many memories there are.
 pub const COUNT_MEMORIES: &str = "SELECT count(*) AS total FROM memories";
 /// The stored version of a memory (to tell a missing memory from a changed one).
@@ -372,11 +380,63 @@ pub fn version_args<'a>(id: &'a MemoryId, previous: &'a MemoryVersion) -> [Arg<'
 pub fn list_memories<'a>(
     query: &'a mnemos_actors::store::ListQuery,
     has_tag: (&str, &str),
+    position: &str,
 ) -> Statement<'a> {
     let mut statement = Statement::new(
         concat!("SELECT ", memory_columns!(), " FROM memories WHERE TRUE"),
         [],
     );
+    list_filters(&mut statement, query, has_tag, position);
+    if let Some(cursor) = &query.cursor {
+        statement
+            .push(" AND id < ")
+            .bind(Arg::Text(cursor.as_str()));
+    }
+    match &query.occurred {
+        Some(range) => {
+            statement
+                .push(" AND occurred_at >= ")
+                .bind(Arg::Bound(range.start))
+                .push(" AND occurred_at < ")
+                .bind(Arg::Bound(range.end))
+                .push(" ORDER BY occurred_at DESC, id DESC LIMIT ");
+        }
+        None => {
+            statement.push(" ORDER BY id DESC LIMIT ");
+        }
+    }
+    statement.bind(Arg::Integer(query.limit as i64));
+    statement
+}
+
+/// How many memories pass a browse's filters (its cursor and page size aside): the
+/// count is `n`.
+pub fn count_listed<'a>(
+    query: &'a mnemos_actors::store::ListQuery,
+    has_tag: (&str, &str),
+    position: &str,
+) -> Statement<'a> {
+    let mut statement = Statement::new("SELECT COUNT(*) AS n FROM memories WHERE TRUE", []);
+    list_filters(&mut statement, query, has_tag, position);
+    if let Some(range) = &query.occurred {
+        statement
+            .push(" AND occurred_at >= ")
+            .bind(Arg::Bound(range.start))
+            .push(" AND occurred_at < ")
+            .bind(Arg::Bound(range.end));
+    }
+    statement
+}
+
+/// The filters a browse and its count share (`ListQuery::admits` is their reference):
+/// `has_tag` is the dialect's tag test, `position` its substring function taking
+/// (haystack, needle) and answering 0 when absent (`instr`, `strpos`).
+fn list_filters<'a>(
+    statement: &mut Statement<'a>,
+    query: &'a mnemos_actors::store::ListQuery,
+    has_tag: (&str, &str),
+    position: &str,
+) {
     if let Some(agent) = &query.agent_id {
         statement
             .push(" AND agent_id = ")
@@ -398,31 +458,29 @@ pub fn list_memories<'a>(
             .bind(Arg::Text(tag))
             .push(has_tag.1);
     }
-    if let Some(cursor) = &query.cursor {
-        statement
-            .push(" AND id < ")
-            .bind(Arg::Text(cursor.as_str()));
-    }
     if let Some(project) = &query.project_id {
         statement
             .push(" AND project_id = ")
             .bind(Arg::Text(project.as_str()));
     }
-    match &query.occurred {
-        Some(range) => {
-            statement
-                .push(" AND occurred_at >= ")
-                .bind(Arg::Bound(range.start))
-                .push(" AND occurred_at < ")
-                .bind(Arg::Bound(range.end))
-                .push(" ORDER BY occurred_at DESC, id DESC LIMIT ");
-        }
-        None => {
-            statement.push(" ORDER BY id DESC LIMIT ");
-        }
+    if let Some(session) = &query.session_id {
+        statement
+            .push(" AND session_id = ")
+            .bind(Arg::Text(session.as_str()));
     }
-    statement.bind(Arg::Integer(query.limit as i64));
-    statement
+    if let Some(range) = &query.within {
+        statement
+            .push(" AND occurred_at >= ")
+            .bind(Arg::Bound(range.start))
+            .push(" AND occurred_at < ")
+            .bind(Arg::Bound(range.end));
+    }
+    for word in &query.words {
+        statement
+            .push(&format!(" AND {position}(LOWER(content), "))
+            .bind(Arg::Text(word))
+            .push(") > 0");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! The one integration test binary: a real server per test (random port, fresh data
 //! directory) driven over HTTP.
 
+mod browse;
 mod clients;
 mod cognition;
 mod crash;

@@ -182,6 +182,8 @@ pub enum ReadOp {
         query: ListQuery,
         reply: Reply<Vec<Memory>>,
     },
+    /// How many memories pass a browse's filters.
+    CountListed { query: ListQuery, reply: Reply<u64> },
     /// Version history of a memory.
     History {
         id: MemoryId,
@@ -215,6 +217,16 @@ pub enum ReadOp {
     },
     /// Every agent with a memory.
     Agents { reply: Reply<Vec<AgentId>> },
+    /// Every agent with its memory counts.
+    AgentSummaries {
+        reply: Reply<Vec<crate::model::AgentSummary>>,
+    },
+    /// An agent's sessions, the most recently spoken first.
+    AgentSessions {
+        agent: AgentId,
+        limit: usize,
+        reply: Reply<Vec<crate::model::SessionRecord>>,
+    },
     /// Number of stored memories.
     Count { reply: Reply<u64> },
     /// Consolidation run log.
@@ -490,6 +502,9 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
         ReadOp::List { query, reply } => {
             answer_in_task(reply, async move { store.list(&query).await })
         }
+        ReadOp::CountListed { query, reply } => {
+            answer_in_task(reply, async move { store.count_listed(&query).await })
+        }
         ReadOp::History { id, reply } => {
             answer_in_task(reply, async move { store.history(&id).await })
         }
@@ -513,6 +528,17 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
             answer_in_task(reply, async move { store.agent_memories(&agent).await })
         }
         ReadOp::Agents { reply } => answer_in_task(reply, async move { store.agents().await }),
+        ReadOp::AgentSummaries { reply } => {
+            answer_in_task(reply, async move { store.agent_summaries().await })
+        }
+        ReadOp::AgentSessions {
+            agent,
+            limit,
+            reply,
+        } => answer_in_task(
+            reply,
+            async move { store.agent_sessions(&agent, limit).await },
+        ),
         ReadOp::Count { reply } => answer_in_task(reply, async move { store.count().await }),
         ReadOp::Runs {
             agent,
@@ -867,6 +893,15 @@ impl EpisodicHandle {
         })
         .await
     }
+
+    /// How many memories pass `query`'s filters (the cursor and page size aside).
+    pub async fn count_listed(&self, query: &ListQuery) -> MemoryResult<u64> {
+        self.read(|reply| ReadOp::CountListed {
+            query: query.clone(),
+            reply,
+        })
+        .await
+    }
     /// Version history, oldest first.
     pub async fn history(&self, id: &MemoryId) -> MemoryResult<Vec<MemoryVersion>> {
         self.read(|reply| ReadOp::History {
@@ -923,6 +958,23 @@ impl EpisodicHandle {
     /// Every agent with a memory.
     pub async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
         self.read(|reply| ReadOp::Agents { reply }).await
+    }
+    /// Every agent with its memory counts.
+    pub async fn agent_summaries(&self) -> MemoryResult<Vec<crate::model::AgentSummary>> {
+        self.read(|reply| ReadOp::AgentSummaries { reply }).await
+    }
+    /// An agent's sessions, the most recently spoken first, at most `limit`.
+    pub async fn agent_sessions(
+        &self,
+        agent: &AgentId,
+        limit: usize,
+    ) -> MemoryResult<Vec<crate::model::SessionRecord>> {
+        self.read(|reply| ReadOp::AgentSessions {
+            agent: agent.clone(),
+            limit,
+            reply,
+        })
+        .await
     }
     /// Number of stored memories.
     pub async fn count(&self) -> MemoryResult<u64> {

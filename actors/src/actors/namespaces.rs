@@ -56,6 +56,8 @@ pub enum NamespacesMsg {
         now: DateTime<Utc>,
         reply: Reply<Vec<(KvEntry, f64)>>,
     },
+    /// Every namespace (as stored).
+    KvNamespaces { reply: Reply<Vec<NamespaceName>> },
     /// Entries with a tag, most recently used first.
     KvList {
         namespace: NamespaceName,
@@ -227,6 +229,9 @@ impl Actor for NamespacesActor {
                 now,
                 reply,
             } => answer_in_task(reply, async move { store.kv_stats(&namespace, now).await }),
+            NamespacesMsg::KvNamespaces { reply } => {
+                answer_in_task(reply, async move { store.kv_namespaces().await })
+            }
             NamespacesMsg::Project {
                 agent,
                 project,
@@ -368,6 +373,12 @@ impl NamespacesHandle {
                 now,
                 reply,
             })
+            .await
+    }
+    /// Every namespace (as stored).
+    pub async fn kv_namespaces(&self) -> MemoryResult<Vec<NamespaceName>> {
+        self.0
+            .ask(|reply| NamespacesMsg::KvNamespaces { reply })
             .await
     }
     /// Create or change a project.

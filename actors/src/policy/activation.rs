@@ -80,6 +80,43 @@ pub fn spread(
     result
 }
 
+/// The memories within reach of `seed` over `edges` (followed both ways) with their
+/// hop distance, the seed first at 0, then nearest first (ties by id), at most `limit`
+/// (the seed included): a neighbourhood a browser can draw.
+pub fn hop_distances(seed: &MemoryId, edges: &[Association], limit: usize) -> Vec<(MemoryId, u32)> {
+    let mut adjacency: HashMap<&MemoryId, Vec<&MemoryId>> = HashMap::new();
+    for edge in edges {
+        adjacency
+            .entry(&edge.from_id)
+            .or_default()
+            .push(&edge.to_id);
+        adjacency
+            .entry(&edge.to_id)
+            .or_default()
+            .push(&edge.from_id);
+    }
+    let mut distance: HashMap<&MemoryId, u32> = HashMap::from([(seed, 0)]);
+    let mut queue = VecDeque::from([seed]);
+    while let Some(node) = queue.pop_front() {
+        let next = distance[node] + 1;
+        let mut around = adjacency.get(node).cloned().unwrap_or_default();
+        around.sort();
+        for neighbour in around {
+            if !distance.contains_key(neighbour) {
+                distance.insert(neighbour, next);
+                queue.push_back(neighbour);
+            }
+        }
+    }
+    let mut reached: Vec<(MemoryId, u32)> = distance
+        .into_iter()
+        .map(|(id, hops)| (id.clone(), hops))
+        .collect();
+    reached.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    reached.truncate(limit);
+    reached
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +159,34 @@ mod tests {
         let result = spread(&MemoryId("s".into()), &edges, 3, 1.0, 10);
         let a = result.iter().find(|x| x.id.as_str() == "a").unwrap();
         assert!((a.activation - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hop_distances_are_breadth_first_both_ways_and_bounded() {
+        let id = |s: &str| MemoryId(s.to_string());
+        let edge = |a: &str, b: &str| Association {
+            agent_id: crate::model::AgentId::parse("a").unwrap(),
+            from_id: id(a),
+            to_id: id(b),
+            relation: "related_to".into(),
+            weight: 0.5,
+            created_at: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        };
+        // s -> a -> b, c -> s (followed backwards), a -> c (c stays at 1).
+        let edges = [
+            edge("s", "a"),
+            edge("a", "b"),
+            edge("c", "s"),
+            edge("a", "c"),
+        ];
+        assert_eq!(
+            hop_distances(&id("s"), &edges, 10),
+            vec![(id("s"), 0), (id("a"), 1), (id("c"), 1), (id("b"), 2)]
+        );
+        assert_eq!(hop_distances(&id("s"), &edges, 2).len(), 2);
+        assert_eq!(
+            hop_distances(&id("lonely"), &edges, 10),
+            vec![(id("lonely"), 0)]
+        );
     }
 }

@@ -41,11 +41,51 @@ impl RetentionPolicy {
         );
         (-elapsed_days / (strength * self.scale_days)).exp()
     }
+
+    /// `points` samples (at least 2) of `memory`'s retention, evenly spaced from its
+    /// last access to `until`, assuming no further use: the curve a browser draws.
+    pub fn curve(
+        &self,
+        memory: &Memory,
+        until: DateTime<Utc>,
+        points: usize,
+    ) -> Vec<(DateTime<Utc>, f64)> {
+        let start = memory.last_accessed_at.min(until);
+        let span = (until - start).num_milliseconds().max(0);
+        let steps = points.max(2) - 1;
+        (0..=steps)
+            .map(|step| {
+                let at = start + chrono::Duration::milliseconds(span * step as i64 / steps as i64);
+                (at, self.retention(memory, at))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_curve_starts_whole_at_the_last_access_and_falls() {
+        let mut memory = crate::testing::memory_fixture("a", "x", Utc::now());
+        memory.importance = 0.5;
+        let policy = RetentionPolicy::default();
+        let until = memory.last_accessed_at + chrono::Duration::days(60);
+        let curve = policy.curve(&memory, until, 7);
+        assert_eq!(curve.len(), 7);
+        assert_eq!(curve[0], (memory.last_accessed_at, 1.0));
+        assert_eq!(curve[6].0, until);
+        assert!(curve.windows(2).all(|w| w[1].1 < w[0].1), "{curve:?}");
+        assert_eq!(curve[3].1, policy.retention(&memory, curve[3].0));
+        // A bound before the last access gives a flat curve at that instant.
+        let early = policy.curve(
+            &memory,
+            memory.last_accessed_at - chrono::Duration::days(1),
+            1,
+        );
+        assert_eq!(early.len(), 2);
+    }
 
     #[test]
     fn fresh_memory_is_fully_retained() {

@@ -91,6 +91,75 @@ pub fn agent_stats(
     }
 }
 
+/// The most recent latencies of an operation, for percentiles in `/health`.
+#[derive(Debug, Clone)]
+pub struct LatencyWindow {
+    /// Newest last, at most `capacity`.
+    samples: std::collections::VecDeque<f64>,
+    /// How many samples are kept.
+    capacity: usize,
+    /// Samples recorded since start.
+    recorded: u64,
+}
+
+/// Percentiles of a [`LatencyWindow`], in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Samples recorded since start.
+    pub count: u64,
+    /// Samples the percentiles are taken over (the most recent).
+    pub window: usize,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl LatencyWindow {
+    /// A window of the last `capacity` samples (at least one).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            samples: std::collections::VecDeque::with_capacity(capacity.max(1)),
+            capacity: capacity.max(1),
+            recorded: 0,
+        }
+    }
+
+    /// Record one latency (a non-finite or negative one is ignored).
+    pub fn record(&mut self, ms: f64) {
+        if !ms.is_finite() || ms < 0.0 {
+            return;
+        }
+        if self.samples.len() == self.capacity {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(ms);
+        self.recorded += 1;
+    }
+
+    /// Nearest-rank percentiles of the window; None before the first sample.
+    pub fn summary(&self) -> Option<LatencySummary> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut sorted: Vec<f64> = self.samples.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        let rank = |q: f64| {
+            let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+            sorted[index]
+        };
+        Some(LatencySummary {
+            count: self.recorded,
+            window: sorted.len(),
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +189,22 @@ mod tests {
         let stats = agent_stats(&[], &RetentionPolicy::default(), Utc::now());
         assert_eq!(stats.total, 0);
         assert_eq!(stats.mean_retention, 0.0);
+    }
+
+    #[test]
+    fn latency_percentiles_are_nearest_rank_over_the_recent_window() {
+        let mut window = LatencyWindow::new(100);
+        assert_eq!(window.summary(), None);
+        for ms in 1..=200 {
+            window.record(f64::from(ms));
+        }
+        window.record(f64::NAN);
+        let summary = window.summary().unwrap();
+        assert_eq!(summary.count, 200);
+        assert_eq!(summary.window, 100);
+        // The window holds 101..=200.
+        assert_eq!(summary.p50, 150.0);
+        assert_eq!(summary.p95, 195.0);
+        assert_eq!(summary.p99, 199.0);
     }
 }

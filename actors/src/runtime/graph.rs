@@ -22,6 +22,112 @@ pub struct ActivatedMemory {
     pub path: Vec<MemoryId>,
 }
 
+/// A memory's neighbourhood in the association graph, for drawing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Neighbourhood {
+    /// The memories reached with their hop distance from the seed (the seed at 0),
+    /// nearest first.
+    pub nodes: Vec<(Memory, u32)>,
+    /// The edges between those memories.
+    pub edges: Vec<Association>,
+}
+
+/// One association of a memory, with the memory at its other end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AssociationOf {
+    /// The edge.
+    pub edge: Association,
+    /// The memory at the other end.
+    pub other: Memory,
+}
+
+/// The associations of `id` (owned by `agent`), strongest first, from the SQL graph
+/// (the system of record).
+pub(super) async fn associations(
+    rt: &Runtime,
+    agent: &AgentId,
+    id: &MemoryId,
+) -> MemoryResult<Vec<AssociationOf>> {
+    rt.get(Some(agent), id).await?;
+    let mut edges = rt
+        .actors()
+        .graph
+        .around(agent, std::slice::from_ref(id), 1, 1000)
+        .await?;
+    edges.retain(|e| e.from_id == *id || e.to_id == *id);
+    edges.sort_by(|a, b| {
+        b.weight
+            .total_cmp(&a.weight)
+            .then_with(|| a.to_id.cmp(&b.to_id))
+    });
+    let others: Vec<MemoryId> = edges
+        .iter()
+        .map(|e| {
+            if e.from_id == *id {
+                e.to_id.clone()
+            } else {
+                e.from_id.clone()
+            }
+        })
+        .collect();
+    let memories = rt.actors().episodic.get_many(&others).await?;
+    let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
+    Ok(edges
+        .into_iter()
+        .zip(others.iter())
+        .filter_map(|(edge, other)| {
+            by_id.get(other).map(|memory| AssociationOf {
+                edge,
+                other: (*memory).clone(),
+            })
+        })
+        .collect())
+}
+
+/// The memories within `depth` hops of `seed` (at most `limit`, the seed included) and
+/// the edges between them, from the SQL graph.
+pub(super) async fn neighbourhood(
+    rt: &Runtime,
+    agent: &AgentId,
+    seed: &MemoryId,
+    depth: u32,
+    limit: usize,
+) -> MemoryResult<Neighbourhood> {
+    if !(1..=4).contains(&depth) {
+        return Err(MemoryError::invalid(
+            "depth",
+            "depth must be between 1 and 4",
+        ));
+    }
+    if !(1..=1000).contains(&limit) {
+        return Err(MemoryError::invalid(
+            "limit",
+            "limit must be between 1 and 1000",
+        ));
+    }
+    rt.get(Some(agent), seed).await?;
+    let edges = rt
+        .actors()
+        .graph
+        .around(agent, std::slice::from_ref(seed), depth, limit * 8)
+        .await?;
+    let reached = crate::policy::activation::hop_distances(seed, &edges, limit);
+    let ids: Vec<MemoryId> = reached.iter().map(|(id, _)| id.clone()).collect();
+    let memories = rt.actors().episodic.get_many(&ids).await?;
+    let by_id: HashMap<&MemoryId, &Memory> = memories.iter().map(|m| (&m.id, m)).collect();
+    let nodes: Vec<(Memory, u32)> = reached
+        .iter()
+        .filter_map(|(id, hops)| by_id.get(id).map(|m| ((*m).clone(), *hops)))
+        .collect();
+    let kept: std::collections::HashSet<&MemoryId> = nodes.iter().map(|(m, _)| &m.id).collect();
+    let edges = edges
+        .iter()
+        .filter(|e| kept.contains(&e.from_id) && kept.contains(&e.to_id))
+        .cloned()
+        .collect();
+    Ok(Neighbourhood { nodes, edges })
+}
+
 /// Link two memories of the same agent.
 pub(super) async fn associate(
     rt: &Runtime,

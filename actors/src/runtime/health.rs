@@ -32,6 +32,23 @@ pub struct RuntimeHealth {
     pub projections: Vec<ProjectionStatus>,
     /// Inner-thought provider of the sleep cycle (`none`, `openai`).
     pub inner_thought: &'static str,
+    /// The scheduled jobs and when each fires next.
+    pub schedules: Vec<ScheduleStatus>,
+    /// Percentiles of recent recalls' server-side time (None before the first recall).
+    pub recall_latency: Option<crate::policy::stats::LatencySummary>,
+}
+
+/// One scheduled job of BackgroundCognition.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ScheduleStatus {
+    /// `sleep_cycle` or `archival`.
+    pub job: &'static str,
+    /// Its cron expression as configured.
+    pub cron: String,
+    /// Whether schedules run at all (`cognition.enabled`).
+    pub enabled: bool,
+    /// Its next firing after now (None when disabled or it never fires again).
+    pub next_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Ask every part how it is; a part that does not answer at once is reported as down.
@@ -54,5 +71,33 @@ pub(super) async fn health(rt: &Runtime) -> RuntimeHealth {
         working_degraded,
         projections: actors.projector.status().await.unwrap_or_default(),
         inner_thought: backends.inner_thought,
+        schedules: schedules(rt),
+        recall_latency: rt
+            .inner
+            .recall_latency
+            .lock()
+            .ok()
+            .and_then(|window| window.summary()),
     }
+}
+
+/// Each scheduled job with its next firing after the runtime's now.
+fn schedules(rt: &Runtime) -> Vec<ScheduleStatus> {
+    let cognition = &rt.inner.config.cognition;
+    let now = rt.now();
+    [
+        ("sleep_cycle", &cognition.sleep_schedule),
+        ("archival", &cognition.archival_schedule),
+    ]
+    .into_iter()
+    .map(|(job, schedule)| ScheduleStatus {
+        job,
+        cron: schedule.expression.clone(),
+        enabled: cognition.enabled,
+        next_at: cognition
+            .enabled
+            .then(|| schedule.next_after(now))
+            .flatten(),
+    })
+    .collect()
 }

@@ -48,7 +48,7 @@ pub use config::{
     SleepSettings,
 };
 pub use erase::EraseReport;
-pub use graph::ActivatedMemory;
+pub use graph::{ActivatedMemory, AssociationOf, Neighbourhood};
 pub use health::RuntimeHealth;
 pub use kv::{KvPutInput, KvSettings};
 pub use memories::ForgetTarget;
@@ -162,6 +162,8 @@ struct RuntimeInner {
     /// Vectors of recently asked questions (`recall.question_cache`), so a question
     /// asked again skips the embedder (lost on restart).
     question_vectors: std::sync::Mutex<question_vectors::QuestionVectors>,
+    /// The latencies of recent recalls, for the percentiles `/health` reports.
+    recall_latency: std::sync::Mutex<crate::policy::stats::LatencyWindow>,
     /// The consolidator's arguments, for tests that run a sleep-cycle step directly.
     #[cfg_attr(not(test), allow(dead_code))]
     sleep_args: ConsolidatorArgs,
@@ -235,6 +237,9 @@ impl Runtime {
                 speakers: Default::default(),
                 question_vectors: std::sync::Mutex::new(question_vectors::QuestionVectors::new(
                     config.recall.question_cache,
+                )),
+                recall_latency: std::sync::Mutex::new(crate::policy::stats::LatencyWindow::new(
+                    2048,
                 )),
                 actors,
                 sleep_args,
@@ -356,7 +361,11 @@ impl Runtime {
     /// Recall: vector, keyword, time and working-memory retrieval in parallel, fused,
     /// expanded to neighbours, filtered and re-ranked.
     pub async fn recall(&self, input: RecallInput) -> MemoryResult<RecallOutcome> {
-        recall::recall(self, input).await
+        let outcome = recall::recall(self, input).await?;
+        if let Ok(mut window) = self.inner.recall_latency.lock() {
+            window.record(outcome.took_ms);
+        }
+        Ok(outcome)
     }
 
     // ---- memories by id ----
@@ -369,6 +378,45 @@ impl Runtime {
     /// Browse newest first; returns the page and the cursor of the next page.
     pub async fn list(&self, query: ListQuery) -> MemoryResult<(Vec<Memory>, Option<MemoryId>)> {
         memories::list(self, query).await
+    }
+
+    /// How many memories pass a browse's filters (its cursor and page size aside).
+    pub async fn count_listed(&self, query: &ListQuery) -> MemoryResult<u64> {
+        self.actors().episodic.count_listed(query).await
+    }
+
+    /// Make an archived (forgotten) memory active again, archiving its previous state
+    /// with reason `restore`.
+    pub async fn restore(&self, agent: &AgentId, id: &MemoryId) -> MemoryResult<Memory> {
+        let patch = MemoryPatch {
+            status: Some(crate::model::MemoryStatus::Active),
+            ..MemoryPatch::default()
+        };
+        memories::change(self, Some(agent), id, patch, "restore").await
+    }
+
+    /// Every agent with memories and how many, as stored (tenant-qualified).
+    pub async fn agent_summaries(&self) -> MemoryResult<Vec<crate::model::AgentSummary>> {
+        self.actors().episodic.agent_summaries().await
+    }
+
+    /// A memory's retention sampled `points` times from its last access until `days`
+    /// from now, with its retention now (the curve of `policy::retention`).
+    pub async fn retention_curve(
+        &self,
+        agent: &AgentId,
+        id: &MemoryId,
+        days: u32,
+        points: usize,
+    ) -> MemoryResult<(f64, Vec<(chrono::DateTime<chrono::Utc>, f64)>)> {
+        let memory = self.get(Some(agent), id).await?;
+        let now = self.now();
+        let policy = self.inner.config.retention;
+        let until = now + chrono::Duration::days(i64::from(days));
+        Ok((
+            policy.retention(&memory, now),
+            policy.curve(&memory, until, points),
+        ))
     }
 
     /// Change a memory, archiving its previous state with reason `update`.
@@ -437,6 +485,26 @@ impl Runtime {
         weight: Option<f32>,
     ) -> MemoryResult<Association> {
         graph::associate(self, agent, from, to, relation, weight).await
+    }
+
+    /// The associations of a memory, strongest first, each with the memory at its other end.
+    pub async fn associations(
+        &self,
+        agent: &AgentId,
+        id: &MemoryId,
+    ) -> MemoryResult<Vec<AssociationOf>> {
+        graph::associations(self, agent, id).await
+    }
+
+    /// The memories within `depth` hops of `seed` (at most `limit`) and the edges between them.
+    pub async fn neighbourhood(
+        &self,
+        agent: &AgentId,
+        seed: &MemoryId,
+        depth: u32,
+        limit: usize,
+    ) -> MemoryResult<Neighbourhood> {
+        graph::neighbourhood(self, agent, seed, depth, limit).await
     }
 
     /// Spread activation from a seed memory through the association graph.
@@ -513,6 +581,15 @@ impl Runtime {
         inputs: Vec<SessionMessageInput>,
     ) -> MemoryResult<PostedMessages> {
         self.post_messages(agent, session, inputs).await
+    }
+
+    /// An agent's sessions, the most recently spoken first, at most `limit`.
+    pub async fn sessions(
+        &self,
+        agent: &AgentId,
+        limit: usize,
+    ) -> MemoryResult<Vec<crate::model::SessionRecord>> {
+        self.actors().episodic.agent_sessions(agent, limit).await
     }
 
     /// A session's live window and budget; `not_found` when it has no message. An ended
@@ -636,6 +713,11 @@ impl Runtime {
         limit: usize,
     ) -> MemoryResult<Vec<KvEntry>> {
         kv::list_by_tag(self, namespace, tag, limit).await
+    }
+
+    /// Every KV namespace, as stored (tenant-qualified).
+    pub async fn kv_namespaces(&self) -> MemoryResult<Vec<NamespaceName>> {
+        self.actors().namespaces.kv_namespaces().await
     }
 
     /// Entries, bound, hits, misses, evictions and puts of `namespace`.

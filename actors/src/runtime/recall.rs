@@ -328,7 +328,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         limit: plan.fetch,
         cursor: None,
         occurred: Some(range),
-        project_id: None,
+        ..ListQuery::default()
     });
     let (
         (vector_hits, vector_ms),

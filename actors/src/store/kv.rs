@@ -70,6 +70,8 @@ pub trait KvStore: Send + Sync + 'static {
         namespace: &NamespaceName,
         now: DateTime<Utc>,
     ) -> MemoryResult<NamespaceStats>;
+    /// Every namespace, by name (as stored: tenant-qualified).
+    async fn kv_namespaces(&self) -> MemoryResult<Vec<NamespaceName>>;
 }
 
 /// [`KvStore`] in memory (tests, file-less library use). One lock makes every
@@ -201,6 +203,14 @@ impl KvStore for InMemoryKvStore {
         now: DateTime<Utc>,
     ) -> MemoryResult<NamespaceStats> {
         self.with(|state| Ok(namespace_mut(state, namespace)?.stats(now)))
+    }
+
+    async fn kv_namespaces(&self) -> MemoryResult<Vec<NamespaceName>> {
+        self.with(|state| {
+            let mut names: Vec<NamespaceName> = state.keys().cloned().collect();
+            names.sort();
+            Ok(names)
+        })
     }
 }
 

@@ -239,12 +239,7 @@ impl MemoryStore for InMemoryMemoryStore {
             .rev()
             .map(|r| &r.memory)
             .filter(|m| query.cursor.as_ref().is_none_or(|c| m.id < *c))
-            .filter(|m| query.agent_id.as_ref().is_none_or(|a| m.agent_id == *a))
-            .filter(|m| query.memory_type.is_none_or(|t| m.memory_type == t))
-            .filter(|m| query.status.is_none_or(|s| m.status == s))
-            .filter(|m| query.tag.as_ref().is_none_or(|t| m.tags.contains(t)))
-            .filter(|m| query.occurred.is_none_or(|r| r.contains(m.occurred_at)))
-            .filter(|m| query.project_id.is_none() || m.project_id == query.project_id)
+            .filter(|m| query.admits(m))
             .cloned()
             .collect::<Vec<_>>())
         .map(|mut found: Vec<Memory>| {
@@ -258,6 +253,11 @@ impl MemoryStore for InMemoryMemoryStore {
             found.truncate(query.limit);
             found
         })
+    }
+
+    async fn count_listed(&self, query: &ListQuery) -> MemoryResult<u64> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        Ok(rows.values().filter(|r| query.admits(&r.memory)).count() as u64)
     }
 
     async fn update(
@@ -348,6 +348,46 @@ impl MemoryStore for InMemoryMemoryStore {
         let agents: std::collections::BTreeSet<AgentId> =
             rows.values().map(|r| r.memory.agent_id.clone()).collect();
         Ok(agents.into_iter().collect())
+    }
+
+    async fn agent_summaries(&self) -> MemoryResult<Vec<crate::model::AgentSummary>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let mut by_agent: std::collections::BTreeMap<AgentId, crate::model::AgentSummary> =
+            std::collections::BTreeMap::new();
+        for memory in rows.values().map(|r| &r.memory) {
+            let summary = by_agent.entry(memory.agent_id.clone()).or_insert_with(|| {
+                crate::model::AgentSummary {
+                    agent_id: memory.agent_id.clone(),
+                    memories: 0,
+                    active: 0,
+                    last_at: None,
+                }
+            });
+            summary.memories += 1;
+            summary.active += u64::from(memory.status == MemoryStatus::Active);
+            summary.last_at = summary.last_at.max(Some(memory.created_at));
+        }
+        Ok(by_agent.into_values().collect())
+    }
+
+    async fn agent_sessions(
+        &self,
+        agent: &AgentId,
+        limit: usize,
+    ) -> MemoryResult<Vec<SessionRecord>> {
+        let sessions = self.sessions.lock().map_err(lock_error)?;
+        let mut found: Vec<SessionRecord> = sessions
+            .iter()
+            .filter(|((owner, _), _)| owner == agent)
+            .map(|(_, (record, _))| record.clone())
+            .collect();
+        found.sort_by(|a, b| {
+            b.last_message_at
+                .cmp(&a.last_message_at)
+                .then_with(|| a.session_id.cmp(&b.session_id))
+        });
+        found.truncate(limit);
+        Ok(found)
     }
 
     async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {

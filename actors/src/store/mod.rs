@@ -154,6 +154,33 @@ pub struct ListQuery {
     pub occurred: Option<crate::policy::time::TimeRange>,
     /// Only memories of this project (of the owner).
     pub project_id: Option<crate::projects::ProjectId>,
+    /// Only memories of this session.
+    pub session_id: Option<crate::model::SessionId>,
+    /// Only memories whose content holds every one of these words (lowercase; matched
+    /// without regard to ASCII case).
+    pub words: Vec<String>,
+    /// Only memories that occurred in this range, still newest id first (so pages
+    /// follow the cursor), unlike `occurred`, which orders by occurrence.
+    pub within: Option<crate::policy::time::TimeRange>,
+}
+
+impl ListQuery {
+    /// Whether `memory` passes every filter but the cursor and the page size (the
+    /// reference the stores' SQL follows; the in-memory store uses it directly).
+    pub fn admits(&self, memory: &Memory) -> bool {
+        self.agent_id.as_ref().is_none_or(|a| memory.agent_id == *a)
+            && self.memory_type.is_none_or(|t| memory.memory_type == t)
+            && self.status.is_none_or(|s| memory.status == s)
+            && self.tag.as_ref().is_none_or(|t| memory.tags.contains(t))
+            && self.occurred.is_none_or(|r| r.contains(memory.occurred_at))
+            && self.within.is_none_or(|r| r.contains(memory.occurred_at))
+            && (self.project_id.is_none() || memory.project_id == self.project_id)
+            && (self.session_id.is_none() || memory.session_id == self.session_id)
+            && (self.words.is_empty() || {
+                let content = memory.content.to_ascii_lowercase();
+                self.words.iter().all(|w| content.contains(w.as_str()))
+            })
+    }
 }
 
 /// A keyword (BM25) search within one agent's scope.
@@ -486,6 +513,8 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
     /// Browse, newest first.
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>>;
+    /// How many memories pass `query`'s filters (its cursor and page size aside).
+    async fn count_listed(&self, query: &ListQuery) -> MemoryResult<u64>;
     /// Replace a memory with `next` if its stored version is `previous.version`, archiving `previous`;
     /// a new embedding replaces the old one when content changed. Fails with `conflict` on a version race.
     async fn update(
@@ -506,6 +535,14 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn agent_memories(&self, agent: &AgentId) -> MemoryResult<Vec<Memory>>;
     /// Every agent that has memories.
     async fn agents(&self) -> MemoryResult<Vec<AgentId>>;
+    /// Every agent with memories and how many (a browser's agent list), by agent id.
+    async fn agent_summaries(&self) -> MemoryResult<Vec<crate::model::AgentSummary>>;
+    /// An agent's sessions, the most recently spoken first, at most `limit`.
+    async fn agent_sessions(
+        &self,
+        agent: &AgentId,
+        limit: usize,
+    ) -> MemoryResult<Vec<SessionRecord>>;
     /// The stored embedding of one memory.
     async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>>;
     /// Embeddings of active memories in id order after `after`, for rebuilding the vector index.
