@@ -37,8 +37,12 @@ pub async fn list_memories(
         _ => None,
     };
     let (memories, next) = runtime.list(query).await?;
+    let (policy, now) = (runtime.config().retention, runtime.now());
     Ok(ListResponse {
-        memories: memories.into_iter().map(Into::into).collect(),
+        memories: memories
+            .into_iter()
+            .map(|m| MemoryView::with_retention(m, &policy, now))
+            .collect(),
         next_cursor: next.map(|id| id.0),
         total,
     })
@@ -65,7 +69,9 @@ pub async fn get_memory(
 ) -> MemoryResult<MemoryView> {
     caller.require(Scope::Read)?;
     let owner = caller.owner("agent_id", owner.agent_id.as_deref())?;
-    Ok(runtime.get(Some(&owner), &MemoryId(id)).await?.into())
+    let memory = runtime.get(Some(&owner), &MemoryId(id)).await?;
+    let (policy, now) = (runtime.config().retention, runtime.now());
+    Ok(MemoryView::with_retention(memory, &policy, now))
 }
 
 /// Change a memory; the previous state is kept in its history.

@@ -59,8 +59,24 @@ pub fn from_query<T: DeserializeOwned>(query: &str) -> MemoryResult<T> {
         } else {
             message.split('`').nth(1).unwrap_or("query").to_string()
         };
-        MemoryError::invalid(field, format!("bad query string: {message}"))
+        let hint = if is_time_parameter(&field) {
+            " (an RFC 3339 time such as 2024-05-01T09:30:00Z)"
+        } else {
+            ""
+        };
+        MemoryError::invalid(
+            field.clone(),
+            format!("{field} is not valid: {message}{hint}"),
+        )
     })
+}
+
+/// Whether a query parameter holds an instant (its message then shows the form).
+fn is_time_parameter(field: &str) -> bool {
+    field == "now"
+        || field.ends_with("_after")
+        || field.ends_with("_before")
+        || field.ends_with("_at")
 }
 
 /// The `key=value` pairs of a query string, percent-decoded.

@@ -76,6 +76,25 @@ pub struct MemoryView {
     /// sleep_cycle, archival), the session, the request id (null when not recorded).
     #[schema(value_type = Option<Object>)]
     pub provenance: Option<serde_json::Value>,
+    /// How much of it is still alive now, 0..1 (on reads of memories as resources:
+    /// a page of `GET /v1/memories`, `GET /v1/memories/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<f64>,
+}
+
+impl MemoryView {
+    /// The memory's view with its retention at `now` under `policy`.
+    pub fn with_retention(
+        memory: Memory,
+        policy: &mnemos_actors::policy::retention::RetentionPolicy,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let retention = round_score(policy.retention(&memory, now));
+        Self {
+            retention: Some(retention),
+            ..memory.into()
+        }
+    }
 }
 
 impl From<Memory> for MemoryView {
@@ -119,6 +138,7 @@ impl From<Memory> for MemoryView {
                 hash: s.hash,
             }),
             version: m.version,
+            retention: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 mod browse;
 mod clients;
 mod cognition;
+mod console;
 mod crash;
 mod doctor;
 mod erase;

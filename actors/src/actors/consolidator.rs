@@ -262,6 +262,8 @@ struct DecisionTally {
     forgotten: Vec<MemoryId>,
     /// Memories promoted to semantic.
     promoted: Vec<MemoryId>,
+    /// Why each forgotten or promoted memory was (`{id, action, reason}`), for the run log.
+    log: Vec<serde_json::Value>,
 }
 
 fn is_race(error: &crate::error::MemoryError) -> bool {
@@ -371,6 +373,7 @@ pub async fn consolidate_agent(
             "stats": stats,
             "clusters": tally.outcomes,
             "decisions": decided.decisions,
+            "decision_log": decision_log(&decided.log, &purged, args.purge_after_days),
             "forgotten_ids": decided.forgotten,
             "promoted_ids": decided.promoted,
             "purged_ids": purged,
@@ -610,6 +613,7 @@ async fn apply_decisions(
                     .project(&[], std::slice::from_ref(&memory.id))
                     .await;
                 tally.forgotten.push(memory.id.clone());
+                tally.log.push(logged(args, memory, decision, started_at));
             }
             Ok(()) => {
                 if let Some(vector) = embeddings.get(&memory.id) {
@@ -618,6 +622,7 @@ async fn apply_decisions(
                         .await;
                 }
                 tally.promoted.push(memory.id.clone());
+                tally.log.push(logged(args, memory, decision, started_at));
             }
             // Changed since we read it (recalled, patched): leave it for the next run.
             Err(error) if is_race(&error) => {}
@@ -625,6 +630,43 @@ async fn apply_decisions(
         }
     }
     Ok(tally)
+}
+
+/// Every entry of the run log's `decision_log`: the rules' decisions, then the purges.
+fn decision_log(
+    decided: &[serde_json::Value],
+    purged: &[MemoryId],
+    purge_after_days: i64,
+) -> Vec<serde_json::Value> {
+    decided
+        .iter()
+        .cloned()
+        .chain(purged.iter().map(|id| {
+            serde_json::json!({
+                "id": id,
+                "action": "purge",
+                "reason": format!("forgotten more than {purge_after_days} days ago (cognition.purge_after_days): deleted from every store"),
+            })
+        }))
+        .collect()
+}
+
+/// The run log's entry for a memory the rules changed: its id, the action and why.
+fn logged(
+    args: &ConsolidatorArgs,
+    memory: &Memory,
+    decision: Decision,
+    at: DateTime<Utc>,
+) -> serde_json::Value {
+    let reason = crate::policy::consolidation::explain(
+        decision,
+        memory,
+        &args.retention,
+        &args.forget,
+        &args.promote,
+        at,
+    );
+    serde_json::json!({"id": memory.id, "action": decision.as_str(), "reason": reason})
 }
 
 /// Delete what was forgotten longer than `purge_after_days` ago, from every store.
@@ -1219,6 +1261,9 @@ mod tests {
         async fn list(&self, query: &crate::store::ListQuery) -> MemoryResult<Vec<Memory>> {
             self.inner.list(query).await
         }
+        async fn count_listed(&self, query: &crate::store::ListQuery) -> MemoryResult<u64> {
+            self.inner.count_listed(query).await
+        }
         async fn update(
             &self,
             next: &Memory,
@@ -1247,6 +1292,16 @@ mod tests {
         }
         async fn agents(&self) -> MemoryResult<Vec<AgentId>> {
             self.inner.agents().await
+        }
+        async fn agent_summaries(&self) -> MemoryResult<Vec<crate::model::AgentSummary>> {
+            self.inner.agent_summaries().await
+        }
+        async fn agent_sessions(
+            &self,
+            agent: &AgentId,
+            limit: usize,
+        ) -> MemoryResult<Vec<crate::model::SessionRecord>> {
+            self.inner.agent_sessions(agent, limit).await
         }
         async fn embedding(&self, id: &MemoryId) -> MemoryResult<Option<Vec<f32>>> {
             self.inner.embedding(id).await
@@ -1452,6 +1507,25 @@ mod tests {
         let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
         assert_eq!(run.forgotten, 1);
         assert_eq!(run.report["decisions"]["promote"], 1);
+        // The run log says why each was forgotten or promoted.
+        let log = run.report["decision_log"].as_array().unwrap();
+        let action_of = |id: &MemoryId| {
+            log.iter()
+                .find(|entry| entry["id"] == id.as_str())
+                .map(|entry| {
+                    (
+                        entry["action"].clone(),
+                        entry["reason"].as_str().unwrap().to_string(),
+                    )
+                })
+                .unwrap()
+        };
+        let (action, reason) = action_of(&faded.id);
+        assert_eq!(action, "forget");
+        assert!(reason.starts_with("faded: retention"), "{reason}");
+        let (action, reason) = action_of(&star.id);
+        assert_eq!(action, "promote");
+        assert!(reason.starts_with("important and used"), "{reason}");
         let archived = f.store.get(&faded.id).await.unwrap().unwrap();
         assert_eq!(archived.status, MemoryStatus::Archived);
         let promoted = f.store.get(&star.id).await.unwrap().unwrap();

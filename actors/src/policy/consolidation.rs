@@ -80,6 +80,37 @@ impl Decision {
     }
 }
 
+/// Why [`decide`] made `decision` for `memory` at `now`, in words a person reads in the
+/// run log: the measures and the thresholds they passed.
+pub fn explain(
+    decision: Decision,
+    memory: &Memory,
+    retention: &RetentionPolicy,
+    forget: &ForgetPolicy,
+    promote: &PromotePolicy,
+    now: DateTime<Utc>,
+) -> String {
+    match decision {
+        Decision::Consolidate => "clustered with related memories and abstracted".to_string(),
+        Decision::Forget => format!(
+            "faded: retention {:.3} < {:.3}, importance {:.2} < {:.2}, accessed {} ≤ {} times, {} days old ≥ {}",
+            retention.retention(memory, now),
+            forget.max_retention,
+            memory.importance,
+            forget.max_importance,
+            memory.access_count,
+            forget.max_access_count,
+            (now - memory.created_at).num_days(),
+            forget.min_age_days,
+        ),
+        Decision::Promote => format!(
+            "important and used: importance {:.2} ≥ {:.2}, accessed {} ≥ {} times",
+            memory.importance, promote.min_importance, memory.access_count, promote.min_access_count,
+        ),
+        Decision::Keep => "kept: neither faded enough to forget nor used enough to promote".to_string(),
+    }
+}
+
 /// True when `memory` is a sleep-cycle candidate.
 pub fn is_candidate(memory: &Memory) -> bool {
     memory.status == MemoryStatus::Active
@@ -244,5 +275,39 @@ mod tests {
             now,
         );
         assert!(second.forget.is_empty());
+    }
+
+    #[test]
+    fn explanations_name_the_measures_and_thresholds() {
+        let now = Utc::now();
+        let mut memory = crate::testing::memory_fixture("a", "x", now - Duration::days(90));
+        memory.created_at = now - Duration::days(90);
+        memory.last_accessed_at = now - Duration::days(90);
+        memory.importance = 0.1;
+        let (retention, forget, promote) = (
+            RetentionPolicy::default(),
+            ForgetPolicy::default(),
+            PromotePolicy::default(),
+        );
+        let decision = decide(&memory, false, &retention, &forget, &promote, now);
+        assert_eq!(decision, Decision::Forget);
+        let why = explain(decision, &memory, &retention, &forget, &promote, now);
+        assert!(why.starts_with("faded: retention 0.0"), "{why}");
+        assert!(why.contains("importance 0.10 < "), "{why}");
+        assert!(why.contains("90 days old"), "{why}");
+        memory.importance = 0.9;
+        memory.access_count = 5;
+        let why = explain(
+            Decision::Promote,
+            &memory,
+            &retention,
+            &forget,
+            &promote,
+            now,
+        );
+        assert_eq!(
+            why,
+            "important and used: importance 0.90 ≥ 0.80, accessed 5 ≥ 3 times"
+        );
     }
 }

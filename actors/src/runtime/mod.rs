@@ -54,7 +54,7 @@ pub use kv::{KvPutInput, KvSettings};
 pub use memories::ForgetTarget;
 pub use projected::ReadSource;
 pub use projects::ProjectInput;
-pub use recall::{RecallHit, RecallInput, RecallOutcome};
+pub use recall::{RecallHit, RecallInput, RecallOutcome, RANKED_COMPONENT};
 pub use remember::{embedding_text, RememberInput, RememberOutcome, Routing};
 pub use sessions::{
     CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
