@@ -86,6 +86,29 @@ pub struct BenchReport {
     pub projection_drain_seconds: Option<f64>,
     /// The cost of API keys, measured over HTTP on two servers side by side.
     pub auth: AuthFigures,
+    /// What the web console's pages cost the server on this store.
+    pub console: ConsoleFigures,
+}
+
+/// Server-side time of the console's reads (the contract functions its routes call),
+/// each asked for every agent in turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsoleFigures {
+    /// Requests per figure.
+    pub samples: usize,
+    /// The memories page's first screen (the agent list, then the first 50 memories with
+    /// the total), p50 ms.
+    pub first_screen_p50_ms: f64,
+    /// The same, p95 ms.
+    pub first_screen_p95_ms: f64,
+    /// A full-text filter (one word) with the total, p50 ms.
+    pub full_text_p50_ms: f64,
+    /// The same, p95 ms.
+    pub full_text_p95_ms: f64,
+    /// A type and time-range filter with the total, p50 ms.
+    pub filtered_p50_ms: f64,
+    /// The same, p95 ms.
+    pub filtered_p95_ms: f64,
 }
 
 /// Recall and remember over HTTP with `auth.mode = "keys"` and `"none"`, requests
@@ -245,6 +268,19 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
         "| key check (cached) p50 / p99 | {:.1} / {:.1} µs |",
         auth.authenticate_p50_us, auth.authenticate_p99_us
     );
+    let console = &report.console;
+    println!(
+        "| console first screen (agents + 50 memories + total) p50 / p95 | {:.2} / {:.2} ms |",
+        console.first_screen_p50_ms, console.first_screen_p95_ms
+    );
+    println!(
+        "| console full-text filter with total p50 / p95 | {:.2} / {:.2} ms |",
+        console.full_text_p50_ms, console.full_text_p95_ms
+    );
+    println!(
+        "| console type + time filter with total p50 / p95 | {:.2} / {:.2} ms |",
+        console.filtered_p50_ms, console.filtered_p95_ms
+    );
     if let (Some(lag), Some(drain)) = (
         report.projection_lag_p95_ms,
         report.projection_drain_seconds,
@@ -339,6 +375,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     };
     let mut single = single_remembers(&runtime, &agents, &mut text, args, has_projections).await?;
     let mut recall = recalls(&runtime, &agents, &mut text, args).await?;
+    let console = console_reads(&runtime, &agents, &mut text, args.queries.clamp(1, 200)).await?;
     let embedder = services.embedder_model().await;
     services.close().await?;
     let restart = restart_and_sleep(settings, args).await?;
@@ -371,6 +408,80 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         projection_lag_p95_ms: has_projections.then(|| percentile(&single.lag_samples, 95.0)),
         projection_drain_seconds,
         auth,
+        console,
+    })
+}
+
+/// The console's reads, as its routes make them, `samples` of each over the agents.
+async fn console_reads(
+    runtime: &Runtime,
+    agents: &[AgentId],
+    text: &mut TextGenerator,
+    samples: usize,
+) -> anyhow::Result<ConsoleFigures> {
+    use crate::contract::wire::ListParams;
+    let caller = crate::auth::Caller::operator(crate::auth::Surface::Rest);
+    let failed_api = |e: mnemos_actors::MemoryError| failed(e);
+    let page = |agent: &AgentId, change: &dyn Fn(&mut ListParams)| {
+        let mut params = ListParams {
+            agent_id: Some(agent.local().to_string()),
+            limit: Some(50),
+            with_total: Some(true),
+            ..ListParams::default()
+        };
+        change(&mut params);
+        params
+    };
+    let (mut first, mut full_text, mut filtered) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..samples {
+        let agent = &agents[n % agents.len()];
+        let started = Instant::now();
+        crate::contract::browse::agents(runtime, &caller)
+            .await
+            .map_err(failed_api)?;
+        crate::contract::memories::list_memories(runtime, &caller, page(agent, &|_| {}))
+            .await
+            .map_err(failed_api)?;
+        first.push(started.elapsed().as_secs_f64() * 1000.0);
+
+        let word = text.sentence(1, 1);
+        let word = word.trim_end_matches('.').to_string();
+        let started = Instant::now();
+        crate::contract::memories::list_memories(
+            runtime,
+            &caller,
+            page(agent, &|p| p.q = Some(word.clone())),
+        )
+        .await
+        .map_err(failed_api)?;
+        full_text.push(started.elapsed().as_secs_f64() * 1000.0);
+
+        let now = chrono::Utc::now();
+        let started = Instant::now();
+        crate::contract::memories::list_memories(
+            runtime,
+            &caller,
+            page(agent, &|p| {
+                p.memory_type = Some("episodic".into());
+                p.occurred_after = Some(now - chrono::Duration::days(30));
+                p.occurred_before = Some(now);
+            }),
+        )
+        .await
+        .map_err(failed_api)?;
+        filtered.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    for figures in [&mut first, &mut full_text, &mut filtered] {
+        figures.sort_by(f64::total_cmp);
+    }
+    Ok(ConsoleFigures {
+        samples,
+        first_screen_p50_ms: percentile(&first, 50.0),
+        first_screen_p95_ms: percentile(&first, 95.0),
+        full_text_p50_ms: percentile(&full_text, 50.0),
+        full_text_p95_ms: percentile(&full_text, 95.0),
+        filtered_p50_ms: percentile(&filtered, 50.0),
+        filtered_p95_ms: percentile(&filtered, 95.0),
     })
 }
 
