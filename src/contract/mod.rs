@@ -19,4 +19,5 @@ pub mod parse;
 pub mod projects;
 pub mod sessions;
 pub mod tools;
+pub mod transfer;
 pub mod wire;

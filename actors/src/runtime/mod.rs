@@ -35,6 +35,7 @@ mod sleep;
 mod speakers;
 #[cfg(test)]
 mod tests;
+mod transfer;
 mod validate;
 
 use std::sync::Arc;
@@ -59,6 +60,7 @@ pub use remember::{embedding_text, RememberInput, RememberOutcome, Routing};
 pub use sessions::{
     CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
 };
+pub use transfer::IMPORT_BATCH;
 
 use crate::actors::cognition::{CognitionActor, CognitionArgs};
 use crate::actors::consolidator::{
@@ -642,6 +644,71 @@ impl Runtime {
     pub async fn kv_stats(&self, namespace: &NamespaceName) -> MemoryResult<NamespaceStats> {
         let now = self.now();
         self.actors().namespaces.kv_stats(namespace, now).await
+    }
+
+    // ---- export and import ----
+
+    /// Every agent owning a record of any kind (who an export of everything covers).
+    pub async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {
+        transfer::agents(self).await
+    }
+
+    /// How many memories, edges, sessions, projects and runs `agent` owns.
+    pub async fn transfer_counts(
+        &self,
+        agent: &AgentId,
+    ) -> MemoryResult<crate::transfer::TransferCounts> {
+        transfer::counts(self, agent).await
+    }
+
+    /// Everything `agent` owns in the system of record (embeddings when asked).
+    pub async fn export_agent(
+        &self,
+        agent: &AgentId,
+        with_embeddings: bool,
+    ) -> MemoryResult<crate::transfer::AgentTransfer> {
+        transfer::export_agent(self, agent, with_embeddings).await
+    }
+
+    /// Every KV namespace's configuration and counters, in name order.
+    pub async fn export_namespaces(&self) -> MemoryResult<Vec<crate::transfer::NamespaceTransfer>> {
+        transfer::namespaces(self).await
+    }
+
+    /// The entries of a KV namespace in key order (only `writer`'s when given).
+    pub async fn export_kv_entries(
+        &self,
+        namespace: &NamespaceName,
+        writer: Option<&AgentId>,
+    ) -> MemoryResult<Vec<KvEntry>> {
+        transfer::kv_entries(self, namespace, writer).await
+    }
+
+    /// Check records before an import writes any (screening them as every write is);
+    /// answers the failures as (index, error naming the field).
+    pub async fn check_import(
+        &self,
+        records: &mut [crate::transfer::TransferRecord],
+    ) -> MemoryResult<Vec<(usize, MemoryError)>> {
+        transfer::check(self, records).await
+    }
+
+    /// Import checked records, keeping their ids; records already stored are left as
+    /// they are. Memories without a vector of the configured model are embedded.
+    pub async fn import(
+        &self,
+        records: Vec<crate::transfer::TransferRecord>,
+    ) -> MemoryResult<Vec<crate::transfer::ImportOutcome>> {
+        transfer::import(self, records).await
+    }
+
+    /// The embedding model's id and dimension (None while the vector actor does not answer).
+    pub async fn embedding_model(&self) -> Option<(String, usize)> {
+        self.actors()
+            .vectors
+            .status()
+            .await
+            .map(|s| (s.model, s.dimension))
     }
 }
 
