@@ -14,6 +14,7 @@ pub mod errors;
 pub mod health;
 pub mod keys;
 pub mod kv;
+pub mod lifecycle;
 pub mod memories;
 pub mod parse;
 pub mod projects;

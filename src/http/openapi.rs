@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::{admin, handlers, kv, projects, sessions};
+use super::{admin, handlers, kv, projects, sessions, transfer};
 use crate::contract;
 
 /// The document `/openapi.json` serves: the generated one plus what utoipa cannot derive
@@ -34,6 +34,7 @@ const TAGS: &[(&str, &str)] = &[
     ("cognition", "The sleep cycle's run log"),
     ("admin", "API keys, the audit log, archival and erasure (admin scope)"),
     ("service", "Health and metrics"),
+    ("transfer", "Export and import as JSONL (application/x-ndjson): one agent, or a tenant for an admin key"),
     ("proxy", "The OpenAI-compatible memory proxy (chat completions, responses, embeddings, models): chat and responses requests gain recalled memories, exchanges are remembered"),
     ("mcp", "The Model Context Protocol endpoint (streamable HTTP, protocol 2025-11-25)"),
 ];
@@ -182,6 +183,8 @@ fn extra_paths() -> Vec<(&'static str, Value)> {
         admin::audit_log,
         admin::erase_agent,
         admin::erase_tenant,
+        transfer::export,
+        transfer::import,
     ),
     modifiers(&BearerKeys),
     security(("api_key" = [])),

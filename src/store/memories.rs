@@ -735,6 +735,18 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         D::flush(self).await
     }
 
+    async fn agent_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        super::transfer::agent_sessions(self, agent).await
+    }
+
+    async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(Vec<MemoryId>, u64)> {
+        super::transfer::clear_session(self, agent, session).await
+    }
+
     async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {
         super::transfer::agents(self).await
     }

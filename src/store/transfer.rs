@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use mnemos_actors::error::MemoryResult;
 use mnemos_actors::kv::{KvEntry, NamespaceName};
-use mnemos_actors::model::{AgentId, MemoryId, SessionId};
+use mnemos_actors::model::{AgentId, MemoryId, SessionId, SessionRecord};
 use mnemos_actors::projects::ProjectId;
 use mnemos_actors::store::StoredMemory;
 use mnemos_actors::transfer::{
@@ -592,4 +592,77 @@ pub(crate) async fn import<D: Dialect>(
     commit(tx).await?;
     D::inserted(store, inserted);
     Ok(outcomes)
+}
+
+/// Every session of `agent` with a message log, in id order.
+pub(crate) async fn agent_sessions<D: Dialect>(
+    store: &SqlStore<D>,
+    agent: &AgentId,
+) -> MemoryResult<Vec<SessionRecord>> {
+    let statement = Statement::new(
+        "SELECT session_id, last_seq, compacted_through, summary, summarized_at, \
+         pending_tokens, compactions, created_at, last_message_at FROM sessions \
+         WHERE agent_id = $1",
+        [Arg::Text(agent.as_str())],
+    );
+    let mut found = store
+        .all(&statement, |row| {
+            let session = SessionId::parse(&row.text("session_id")?)?;
+            map::session_record(row, agent, &session)
+        })
+        .await?;
+    found.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    Ok(found)
+}
+
+/// Delete one session of `agent` with its memories and log, in one write transaction.
+pub(crate) async fn clear_session<D: Dialect>(
+    store: &SqlStore<D>,
+    agent: &AgentId,
+    session: &SessionId,
+) -> MemoryResult<(Vec<MemoryId>, u64)> {
+    let mut tx = store.write_transaction().await?;
+    let by_session = |text: &'static str| {
+        Statement::new(
+            text,
+            [Arg::Text(agent.as_str()), Arg::Text(session.as_str())],
+        )
+    };
+    let ids = rows::<D>(
+        &mut tx,
+        &by_session("SELECT id FROM memories WHERE agent_id = $1 AND session_id = $2"),
+    )
+    .await?
+    .iter()
+    .map(|row| Ok(MemoryId(row.text("id")?)))
+    .collect::<MemoryResult<Vec<_>>>()?;
+    // Edges first, so each leaves its own delete in the outbox for the graph projection.
+    run::<D>(
+        &mut tx,
+        &by_session(
+            "DELETE FROM associations WHERE agent_id = $1 AND (from_id IN \
+             (SELECT id FROM memories WHERE agent_id = $1 AND session_id = $2) OR to_id IN \
+             (SELECT id FROM memories WHERE agent_id = $1 AND session_id = $2))",
+        ),
+    )
+    .await?;
+    run::<D>(
+        &mut tx,
+        &by_session("DELETE FROM memories WHERE agent_id = $1 AND session_id = $2"),
+    )
+    .await?;
+    let messages = run::<D>(
+        &mut tx,
+        &by_session("DELETE FROM session_messages WHERE agent_id = $1 AND session_id = $2"),
+    )
+    .await?;
+    for text in [
+        "DELETE FROM sessions WHERE agent_id = $1 AND session_id = $2",
+        "DELETE FROM session_archives WHERE agent_id = $1 AND session_id = $2",
+        "DELETE FROM project_sessions WHERE agent_id = $1 AND session_id = $2",
+    ] {
+        run::<D>(&mut tx, &by_session(text)).await?;
+    }
+    commit(tx).await?;
+    Ok((ids, messages))
 }

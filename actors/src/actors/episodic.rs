@@ -148,6 +148,12 @@ pub enum WriteOp {
     },
     /// Drop outbox entries through a sequence number; answers how many.
     TrimOutbox { through: u64, reply: Reply<usize> },
+    /// Delete one session with its memories and log.
+    ClearSession {
+        agent: AgentId,
+        session: SessionId,
+        reply: Reply<(Vec<MemoryId>, u64)>,
+    },
     /// Write imported records in one transaction (see [`MemoryStore::import_records`]).
     Import {
         records: Vec<TransferRecord>,
@@ -284,6 +290,11 @@ pub enum ReadOp {
         namespace: NamespaceName,
         writer: Option<AgentId>,
         reply: Reply<Vec<KvEntry>>,
+    },
+    /// Every session of an agent that has a message log.
+    AgentSessions {
+        agent: AgentId,
+        reply: Reply<Vec<SessionRecord>>,
     },
     /// The owners of stored memories.
     MemoryOwners {
@@ -431,6 +442,13 @@ async fn write(store: &dyn MemoryStore, op: WriteOp) {
         }
         WriteOp::CommitConsolidation { commit, reply } => {
             let _ = reply.send(store.commit_consolidation(&commit).await);
+        }
+        WriteOp::ClearSession {
+            agent,
+            session,
+            reply,
+        } => {
+            let _ = reply.send(store.clear_session(&agent, &session).await);
         }
         WriteOp::Import { records, reply } => {
             let _ = reply.send(store.import_records(&records).await);
@@ -618,6 +636,9 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
         } => answer_in_task(reply, async move {
             store.export_kv_entries(&namespace, writer.as_ref()).await
         }),
+        ReadOp::AgentSessions { agent, reply } => {
+            answer_in_task(reply, async move { store.agent_sessions(&agent).await })
+        }
         ReadOp::MemoryOwners { ids, reply } => {
             answer_in_task(reply, async move { store.memory_owners(&ids).await })
         }
@@ -768,6 +789,27 @@ impl EpisodicHandle {
                 })
             })
             .await
+    }
+    /// Delete one session of `agent` with its memories and log.
+    pub async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(Vec<MemoryId>, u64)> {
+        self.write(|reply| WriteOp::ClearSession {
+            agent: agent.clone(),
+            session: session.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Every session of `agent` that has a message log.
+    pub async fn agent_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        self.read(|reply| ReadOp::AgentSessions {
+            agent: agent.clone(),
+            reply,
+        })
+        .await
     }
     /// Every agent owning a record of any kind.
     pub async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {

@@ -79,7 +79,8 @@ use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
 use crate::kv::{KvEntry, KvHit, KvPutOutcome, NamespaceName, NamespaceStats};
 use crate::model::{
-    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryVersion, SessionId,
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryVersion,
+    SessionId, SessionRecord,
 };
 use crate::policy::stats::AgentStats;
 use crate::projects::{Project, ProjectDetail, ProjectId};
@@ -243,6 +244,11 @@ impl Runtime {
                 config,
             }),
         })
+    }
+
+    /// The system of record's backend name (`sqlite`, `postgres`, `memory`).
+    pub fn store_backend(&self) -> &'static str {
+        self.inner.backends.store
     }
 
     /// The runtime's tunables.
@@ -644,6 +650,29 @@ impl Runtime {
     pub async fn kv_stats(&self, namespace: &NamespaceName) -> MemoryResult<NamespaceStats> {
         let now = self.now();
         self.actors().namespaces.kv_stats(namespace, now).await
+    }
+
+    /// Every session of `agent` that has a message log, in id order.
+    pub async fn agent_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        self.actors().episodic.agent_sessions(agent).await
+    }
+
+    /// Delete one session of `agent`: its memories (out of the vector index and the
+    /// graph too), its message log and its working-memory window. Answers how many
+    /// memories and messages went.
+    pub async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(u64, u64)> {
+        let actors = self.actors();
+        let (ids, messages) = actors.episodic.clear_session(agent, session).await?;
+        for id in &ids {
+            actors.graph.remove_memory(id).await?;
+        }
+        actors.vectors.project(&[], &ids).await;
+        actors.working.clear(agent, session).await?;
+        Ok((ids.len() as u64, messages))
     }
 
     // ---- export and import ----

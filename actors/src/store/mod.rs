@@ -680,6 +680,22 @@ pub trait MemoryStore: Send + Sync + 'static {
         let _ = ids;
         Err(no_transfer(self.backend_name()))
     }
+    /// Every session of `agent` that has a message log, in id order.
+    async fn agent_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        let _ = agent;
+        Err(no_transfer(self.backend_name()))
+    }
+    /// Delete one session of `agent` in one transaction: its memories (with their
+    /// versions, embeddings and edges), its message log, archival mark and project
+    /// attachment. Answers the deleted memories' ids and how many messages went.
+    async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(Vec<MemoryId>, u64)> {
+        let _ = (agent, session);
+        Err(no_transfer(self.backend_name()))
+    }
     /// Write imported records in one write transaction, in order, keeping their ids,
     /// times and counters; a record already stored is left as it is. Answers what
     /// happened to each record.
