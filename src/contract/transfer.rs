@@ -737,13 +737,18 @@ pub fn export_scope(
     tenant: Option<&str>,
     everything: bool,
 ) -> MemoryResult<ExportScope> {
-    if agent.is_some() || caller.agent.is_some() {
+    if agent.is_some() || (caller.agent.is_some() && tenant.is_none()) {
         caller.require(Scope::Read)?;
         let caller = in_tenant(caller, tenant)?;
         return Ok(ExportScope::Agent(caller.agent("agent_id", agent)?));
     }
     if let Some(raw) = tenant {
         caller.require(Scope::Admin)?;
+        if let Some(own) = &caller.agent {
+            return Err(crate::auth::denied(format!(
+                "this key acts as agent {own} only; it exports that agent, not a tenant"
+            )));
+        }
         let caller = in_tenant(caller, Some(raw))?;
         return Ok(ExportScope::Tenant(caller.tenant));
     }

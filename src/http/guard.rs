@@ -270,13 +270,17 @@ pub fn is_json_content_type(value: &str) -> bool {
 pub const IMPORT_PATH: &str = "/v1/import";
 
 /// Whether a `Content-Type` names newline-delimited JSON (`application/x-ndjson`,
-/// `application/jsonl`), with no charset but UTF-8.
+/// `application/jsonl`) or plain bytes (`application/octet-stream`, what generated
+/// clients send a file as), with no charset but UTF-8.
 pub fn is_ndjson_content_type(value: &str) -> bool {
     let mut parts = value.split(';');
     let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
     matches!(
         essence.as_str(),
-        "application/x-ndjson" | "application/ndjson" | "application/jsonl"
+        "application/x-ndjson"
+            | "application/ndjson"
+            | "application/jsonl"
+            | "application/octet-stream"
     ) && parts.all(|parameter| match parameter.split_once('=') {
         Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
             value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")

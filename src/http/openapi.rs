@@ -55,6 +55,31 @@ fn complete(document: &mut Value) {
     for (path, item) in extra_paths() {
         paths.insert(path.to_string(), item);
     }
+    binary_alternatives(paths);
+}
+
+/// Export and import carry JSONL (`application/x-ndjson`), which client generators such
+/// as openapi-python-client do not know: each also names `application/octet-stream`
+/// (the same bytes), which they turn into a file or bytes argument. The server takes
+/// both on `POST /v1/import` and answers `GET /v1/export` as x-ndjson.
+fn binary_alternatives(paths: &mut serde_json::Map<String, Value>) {
+    let binary = json!({"schema": {"type": "string", "format": "binary"}});
+    if let Some(content) = paths
+        .get_mut("/v1/export")
+        .and_then(|item| item.pointer_mut("/get/responses/200/content"))
+        .and_then(Value::as_object_mut)
+    {
+        content.insert("application/octet-stream".into(), binary.clone());
+    }
+    if let Some(body) = paths
+        .get_mut("/v1/import")
+        .and_then(|item| item.pointer_mut("/post/requestBody"))
+    {
+        body["description"] = json!(
+            "An export file: one JSON object per line. Send it as application/x-ndjson or application/octet-stream."
+        );
+        body["content"] = json!({"application/octet-stream": binary});
+    }
 }
 
 /// A JSON object of any shape (the OpenAI and MCP payloads, described by their own specs).

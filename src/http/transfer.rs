@@ -14,14 +14,15 @@ use super::handlers::{ApiResult, Shared};
 use super::identity::Authenticated;
 use super::ApiQuery;
 use crate::contract::errors::{ApiError, ErrorBody};
-use crate::contract::transfer::{self, ExportParams, ImportParams, ImportReport, Line, MEDIA_TYPE};
+use crate::contract::transfer::{self, ExportParams, ImportParams, ImportReport, MEDIA_TYPE};
 
 /// Export one agent (or, for an admin key, a tenant) as JSONL: a header, every record,
 /// a trailer. Streamed as it is read; a failure midway ends the stream without its
 /// trailer, which an import reads as a truncated file.
-#[utoipa::path(get, tag = "transfer", path = "/v1/export", params(ExportParams),
-    responses((status = 200, description = "One JSON object per line (a header, the records, a trailer)",
-        content_type = "application/x-ndjson", body = Line),
+#[utoipa::path(get, tag = "transfer", path = "/v1/export", operation_id = "export_records",
+    params(ExportParams),
+    responses((status = 200, description = "One JSON object per line: a header, the records, a trailer (`kind` says which; see README, Export and import)",
+        content_type = "application/x-ndjson", body = String),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub async fn export(
     State(state): Shared,
@@ -63,7 +64,8 @@ pub async fn export(
 /// first and an invalid one refuses the whole import (400 naming its line and field),
 /// unless `skip_invalid`; ids are kept and records already stored are left as they
 /// are, so importing a file twice changes nothing the second time.
-#[utoipa::path(post, tag = "transfer", path = "/v1/import", params(ImportParams),
+#[utoipa::path(post, tag = "transfer", path = "/v1/import", operation_id = "import_records",
+    params(ImportParams),
     request_body(content = String, content_type = "application/x-ndjson",
         description = "An export file: one JSON object per line"),
     responses((status = 200, body = ImportReport), (status = 400, body = ErrorBody),

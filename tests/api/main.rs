@@ -1,6 +1,7 @@
 //! The one integration test binary: a real server per test (random port, fresh data
 //! directory) driven over HTTP.
 
+mod cli;
 mod clients;
 mod cognition;
 mod crash;
@@ -25,3 +26,4 @@ mod resources;
 mod screening;
 mod sessions;
 mod tools;
+mod transfer;
