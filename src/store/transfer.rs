@@ -146,23 +146,6 @@ pub(crate) async fn export_agent<D: Dialect>(
     });
 
     let mut sessions: BTreeMap<String, SessionTransfer> = BTreeMap::new();
-    let session_of =
-        |sessions: &mut BTreeMap<String, SessionTransfer>, id: String| -> MemoryResult<()> {
-            if !sessions.contains_key(&id) {
-                let session_id = SessionId::parse(&id)?;
-                sessions.insert(
-                    id,
-                    SessionTransfer {
-                        agent_id: agent.clone(),
-                        session_id,
-                        log: None,
-                        messages: Vec::new(),
-                        archive: None,
-                    },
-                );
-            }
-            Ok(())
-        };
     for found in rows::<D>(
         &mut *store.connection().await?,
         &by_agent(
@@ -173,11 +156,8 @@ pub(crate) async fn export_agent<D: Dialect>(
     )
     .await?
     {
-        let id = found.text("session_id")?;
-        session_of(&mut sessions, id.clone())?;
-        if let Some(session) = sessions.get_mut(&id) {
-            session.log = Some(map::session_record(&found, agent, &session.session_id)?);
-        }
+        let session = session_entry(&mut sessions, agent, found.text("session_id")?)?;
+        session.log = Some(map::session_record(&found, agent, &session.session_id)?);
     }
     for found in rows::<D>(
         &mut *store.connection().await?,
@@ -188,14 +168,11 @@ pub(crate) async fn export_agent<D: Dialect>(
     )
     .await?
     {
-        let id = found.text("session_id")?;
-        session_of(&mut sessions, id.clone())?;
-        if let Some(session) = sessions.get_mut(&id) {
-            session.archive = Some(ArchiveMark {
-                archived_through: found.time("archived_through")?,
-                summary_id: MemoryId(found.text("summary_id")?),
-            });
-        }
+        let session = session_entry(&mut sessions, agent, found.text("session_id")?)?;
+        session.archive = Some(ArchiveMark {
+            archived_through: found.time("archived_through")?,
+            summary_id: MemoryId(found.text("summary_id")?),
+        });
     }
     for found in rows::<D>(
         &mut *store.connection().await?,
@@ -206,11 +183,8 @@ pub(crate) async fn export_agent<D: Dialect>(
     )
     .await?
     {
-        let id = found.text("session_id")?;
-        session_of(&mut sessions, id.clone())?;
-        if let Some(session) = sessions.get_mut(&id) {
-            session.messages.push(map::session_message(&found)?);
-        }
+        let session = session_entry(&mut sessions, agent, found.text("session_id")?)?;
+        session.messages.push(map::session_message(&found)?);
     }
     let mut sessions: Vec<SessionTransfer> = sessions.into_values().collect();
     for session in &mut sessions {
@@ -270,6 +244,27 @@ pub(crate) async fn export_agent<D: Dialect>(
         sessions,
         projects,
         runs,
+    })
+}
+
+/// The session `id` of `agent` in `sessions`, added empty when it is not there yet.
+fn session_entry<'a>(
+    sessions: &'a mut BTreeMap<String, SessionTransfer>,
+    agent: &AgentId,
+    id: String,
+) -> MemoryResult<&'a mut SessionTransfer> {
+    Ok(match sessions.entry(id) {
+        std::collections::btree_map::Entry::Occupied(found) => found.into_mut(),
+        std::collections::btree_map::Entry::Vacant(slot) => {
+            let session_id = SessionId::parse(slot.key())?;
+            slot.insert(SessionTransfer {
+                agent_id: agent.clone(),
+                session_id,
+                log: None,
+                messages: Vec::new(),
+                archive: None,
+            })
+        }
     })
 }
 
