@@ -456,6 +456,21 @@ pub(crate) async fn import<D: Dialect>(
                     statement.push(" ON CONFLICT DO NOTHING");
                     changed += run::<D>(&mut tx, &statement).await?;
                 }
+                if !session.messages.is_empty() {
+                    // A session stored already keeps its state, but its log must count
+                    // the messages it gained, so the next append takes a fresh number.
+                    let statement = Statement::new(
+                        format!(
+                            "UPDATE sessions SET last_seq = {}(last_seq, \
+                             (SELECT MAX(seq) FROM session_messages \
+                              WHERE agent_id = $1 AND session_id = $2)) \
+                             WHERE agent_id = $1 AND session_id = $2",
+                            D::GREATEST
+                        ),
+                        [Arg::Text(agent), Arg::Text(id)],
+                    );
+                    run::<D>(&mut tx, &statement).await?;
+                }
                 if let Some(archive) = &session.archive {
                     let statement = Statement::new(
                         "INSERT INTO session_archives (agent_id, session_id, archived_through, \

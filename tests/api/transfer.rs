@@ -248,6 +248,17 @@ async fn an_export_imported_elsewhere_exports_the_same_and_a_second_import_chang
     )
     .await;
     assert_eq!(entry["written_by"], "planner");
+    let posted = target
+        .post(
+            "/v1/sessions/chat-1/messages",
+            &json!({"agent_id": "alice", "role": "user", "content": "One more thing."}),
+        )
+        .await;
+    let posted = assert_status(posted, StatusCode::CREATED).await;
+    assert_eq!(
+        posted["messages"][0]["seq"], 4,
+        "an imported log goes on: {posted}"
+    );
     source.stop().await;
     target.stop().await;
 }

@@ -218,6 +218,12 @@ fn check_record(rt: &Runtime, record: &mut TransferRecord) -> MemoryResult<()> {
             check_instant("created_at", edge.created_at)?;
         }
         TransferRecord::Session(session) => {
+            if session.log.is_none() && !session.messages.is_empty() {
+                return Err(MemoryError::invalid(
+                    "log",
+                    "a session with messages needs its log state",
+                ));
+            }
             for (position, message) in session.messages.iter().enumerate() {
                 storable_text(&format!("messages[{position}].content"), &message.content)?;
                 check_instant(&format!("messages[{position}].at"), message.at)?;
