@@ -256,6 +256,7 @@ impl Application {
                 allowed_hosts: allowed_hosts.clone(),
                 allowed_origins: server.allowed_origins.clone(),
                 max_body_bytes: server.max_body_bytes,
+                max_import_bytes: server.max_import_bytes,
                 body_timeout: Duration::from_millis(server.body_timeout_ms),
             },
             mcp: crate::mcp::HttpOptions {

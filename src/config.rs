@@ -122,6 +122,8 @@ pub struct ServerSettings {
     pub bind: String,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// Largest body of `POST /v1/import` (a JSONL export, larger than any JSON request).
+    pub max_import_bytes: usize,
     /// Drain time on shutdown.
     pub shutdown_grace_seconds: u64,
     /// Expose the actor fault-injection route.
@@ -603,6 +605,12 @@ impl Settings {
         }
         if self.server.max_body_bytes < 1024 {
             return Err(bad("server.max_body_bytes", "must be at least 1024"));
+        }
+        if self.server.max_import_bytes < self.server.max_body_bytes {
+            return Err(bad(
+                "server.max_import_bytes",
+                "must be at least server.max_body_bytes",
+            ));
         }
         let key = if self.server.mcp_allowed_hosts.is_some() {
             "server.mcp_allowed_hosts"

@@ -484,6 +484,11 @@ async fn evaluate_in(
     // Total time of each recall stage across the questions, by stage name.
     let mut stage_totals: Vec<(String, f64)> = Vec::new();
     let mut scores: Vec<(u8, QuestionScore)> = Vec::new();
+    let steps: usize = samples
+        .iter()
+        .map(|s| s.turns.len() + s.questions.len())
+        .sum();
+    let bar = crate::telemetry::progress(steps as u64, "evaluating");
     for sample in samples {
         let agent = AgentId::parse(&format!(
             "locomo-{}",
@@ -506,6 +511,7 @@ async fn evaluate_in(
                 .await
                 .map_err(|e| anyhow::anyhow!(e.message))?;
             remember_latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            bar.inc(1);
             id_to_dia.insert(outcome.memory.id.0, turn.dia_id.clone());
         }
         for question in &sample.questions {
@@ -518,6 +524,7 @@ async fn evaluate_in(
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", question.text, e.message))?;
             recall_latencies.push(outcome.took_ms);
+            bar.inc(1);
             for (stage, ms) in &outcome.timings_ms {
                 match stage_totals.iter_mut().find(|(name, _)| name == stage) {
                     Some((_, total)) => *total += ms,
@@ -540,6 +547,7 @@ async fn evaluate_in(
             dump.sample(&runtime, &agent, sample, &id_to_dia).await?;
         }
     }
+    bar.finish_and_clear();
     let embedder = services.embedder_model().await;
     services.close().await?;
     let mut by_category = BTreeMap::new();

@@ -1,5 +1,6 @@
 //! Observability set-up: logging (tracing, to stderr so stdout stays clean for `--json`
-//! output and MCP over stdio) and the process-wide Prometheus recorder behind `/metrics`.
+//! output and MCP over stdio), the CLI's progress bars (stderr, only on a terminal) and
+//! the process-wide Prometheus recorder behind `/metrics`.
 
 use std::sync::OnceLock;
 
@@ -23,6 +24,35 @@ pub fn init(settings: &LogSettings) {
     } else {
         builder.try_init()
     };
+}
+
+/// A progress bar of `total` steps on stderr, or a hidden one when stderr is not a
+/// terminal (pipes, files and `--json` consumers see no drawing).
+pub fn progress(total: u64, what: &str) -> indicatif::ProgressBar {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:>12} [{bar:30}] {pos}/{len} ({per_sec}, {eta})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// A spinner on stderr saying `what`, or a hidden one when stderr is not a terminal.
+pub fn spinner(what: &str) -> indicatif::ProgressBar {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar.set_message(what.to_string());
+    bar
 }
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process).

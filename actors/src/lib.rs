@@ -28,6 +28,7 @@ pub mod supervisor;
 pub mod testing;
 pub mod text;
 pub mod thought;
+pub mod transfer;
 
 pub use error::{ErrorCode, MemoryError, MemoryResult};
 pub use runtime::Runtime;

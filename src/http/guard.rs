@@ -9,7 +9,9 @@
 //! 2. [`intake`]: a request with a body must say it is JSON (`application/json` or
 //!    `application/*+json`, charset UTF-8 if given): what a cross-site form or a fetch
 //!    without preflight can send (`text/plain`, form encodings) is 415 before anything
-//!    reads it. Then the body is read whole, within `server.body_timeout_ms` after the
+//!    reads it. The one exception is `POST /v1/import`, which takes an export file
+//!    (`application/x-ndjson`) within `server.max_import_bytes` instead. Then the body
+//!    is read whole, within `server.body_timeout_ms` after the
 //!    headers (408 and the connection closed past it) and `server.max_body_bytes` (413;
 //!    the rest of a larger body is read and thrown away within the same deadline, so
 //!    the client gets the answer instead of a reset connection; a client announcing
@@ -45,6 +47,8 @@ pub struct GuardSettings {
     pub allowed_origins: Vec<String>,
     /// `server.max_body_bytes`.
     pub max_body_bytes: usize,
+    /// `server.max_import_bytes`: the limit of the one JSONL body, `POST /v1/import`.
+    pub max_import_bytes: usize,
     /// `server.body_timeout_ms`.
     pub body_timeout: Duration,
 }
@@ -58,6 +62,8 @@ pub struct Guard {
     origins: Vec<WebOrigin>,
     /// Largest body.
     max_body_bytes: usize,
+    /// Largest body of `POST /v1/import`.
+    max_import_bytes: usize,
     /// Time to send the body after the headers.
     body_timeout: Duration,
 }
@@ -77,6 +83,7 @@ impl Guard {
                 .filter_map(|o| WebOrigin::parse(o))
                 .collect(),
             max_body_bytes: settings.max_body_bytes,
+            max_import_bytes: settings.max_import_bytes,
             body_timeout: settings.body_timeout,
         })
     }
@@ -259,6 +266,29 @@ pub fn is_json_content_type(value: &str) -> bool {
     })
 }
 
+/// The route that takes a JSONL body instead of JSON.
+pub const IMPORT_PATH: &str = "/v1/import";
+
+/// Whether a `Content-Type` names newline-delimited JSON (`application/x-ndjson`,
+/// `application/jsonl`) or plain bytes (`application/octet-stream`, what generated
+/// clients send a file as), with no charset but UTF-8.
+pub fn is_ndjson_content_type(value: &str) -> bool {
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "application/x-ndjson"
+            | "application/ndjson"
+            | "application/jsonl"
+            | "application/octet-stream"
+    ) && parts.all(|parameter| match parameter.split_once('=') {
+        Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
+            value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        }
+        _ => true,
+    })
+}
+
 /// Why a body was not taken.
 #[derive(Debug, PartialEq, Eq)]
 enum Refusal {
@@ -327,13 +357,27 @@ pub async fn intake(State(guard): State<Arc<Guard>>, request: Request, next: Nex
         .headers()
         .get(header::CONTENT_TYPE)
         .map(|v| v.to_str().unwrap_or("(not text)").to_string());
-    if !content_type.as_deref().is_some_and(is_json_content_type) {
+    // The one body that is not JSON: an export file, posted to the import route.
+    let import = request.method() == Method::POST
+        && request.uri().path() == IMPORT_PATH
+        && content_type.as_deref().is_some_and(is_ndjson_content_type);
+    let (limit, limit_key) = if import {
+        (guard.max_import_bytes, "server.max_import_bytes")
+    } else {
+        (guard.max_body_bytes, "server.max_body_bytes")
+    };
+    if !import && !content_type.as_deref().is_some_and(is_json_content_type) {
         let named = content_type.unwrap_or_else(|| "none".to_string());
+        let expected = if request.uri().path() == IMPORT_PATH {
+            "application/x-ndjson (an export file)"
+        } else {
+            "application/json"
+        };
         let response = Refused::new(
             HttpRefusal::UnsupportedMediaType,
             "content-type",
             format!(
-                "request bodies are JSON only; send Content-Type: application/json (got {named})"
+                "request bodies are JSON only (and an export file for {IMPORT_PATH}); send Content-Type: {expected} (got {named})"
             ),
         )
         .into_response();
@@ -342,10 +386,7 @@ pub async fn intake(State(guard): State<Arc<Guard>>, request: Request, next: Nex
     let too_large = || {
         ApiError(MemoryError::too_large(
             "body",
-            format!(
-                "request body is larger than server.max_body_bytes ({} bytes)",
-                guard.max_body_bytes
-            ),
+            format!("request body is larger than {limit_key} ({limit} bytes)"),
         ))
         .into_response()
     };
@@ -359,13 +400,13 @@ pub async fn intake(State(guard): State<Arc<Guard>>, request: Request, next: Nex
         .headers()
         .get(header::EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    if announced > guard.max_body_bytes && asks_first {
+    if announced > limit && asks_first {
         // Not polling the body means hyper never sends `100 Continue`: the client learns
         // the answer before it sends a byte of the body.
         return closing(too_large());
     }
     let (parts, body) = request.into_parts();
-    match read_body(body, guard.max_body_bytes, deadline).await {
+    match read_body(body, limit, deadline).await {
         Ok(bytes) => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
@@ -438,6 +479,7 @@ mod tests {
             allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
             allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
             max_body_bytes: 1024,
+            max_import_bytes: 4096,
             body_timeout: Duration::from_secs(1),
         })
     }

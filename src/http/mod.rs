@@ -12,6 +12,7 @@ pub mod kv;
 pub mod openapi;
 pub mod projects;
 pub mod sessions;
+pub mod transfer;
 
 use std::sync::Arc;
 
@@ -190,6 +191,8 @@ pub fn routes() -> Router<Arc<AppState>> {
             post(sessions::post_messages).get(sessions::get_messages),
         )
         .route("/v1/sessions/{id}/compact", post(sessions::compact))
+        .route("/v1/export", get(transfer::export))
+        .route("/v1/import", post(transfer::import))
         .route("/v1/admin/archive", post(handlers::archive))
         .route(
             "/v1/admin/keys",

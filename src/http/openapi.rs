@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::{admin, browse, handlers, kv, projects, sessions};
+use super::{admin, browse, handlers, kv, projects, sessions, transfer};
 use crate::contract;
 
 /// The document `/openapi.json` serves: the generated one plus what utoipa cannot derive
@@ -34,6 +34,7 @@ const TAGS: &[(&str, &str)] = &[
     ("cognition", "The sleep cycle's run log"),
     ("admin", "API keys, the audit log, archival and erasure (admin scope)"),
     ("service", "Health and metrics"),
+    ("transfer", "Export and import as JSONL (application/x-ndjson): one agent, or a tenant for an admin key"),
     ("proxy", "The OpenAI-compatible memory proxy (chat completions, responses, embeddings, models): chat and responses requests gain recalled memories, exchanges are remembered"),
     ("mcp", "The Model Context Protocol endpoint (streamable HTTP, protocol 2025-11-25)"),
 ];
@@ -53,6 +54,31 @@ fn complete(document: &mut Value) {
     };
     for (path, item) in extra_paths() {
         paths.insert(path.to_string(), item);
+    }
+    binary_alternatives(paths);
+}
+
+/// Export and import carry JSONL (`application/x-ndjson`), which client generators such
+/// as openapi-python-client do not know: each also names `application/octet-stream`
+/// (the same bytes), which they turn into a file or bytes argument. The server takes
+/// both on `POST /v1/import` and answers `GET /v1/export` as x-ndjson.
+fn binary_alternatives(paths: &mut serde_json::Map<String, Value>) {
+    let binary = json!({"schema": {"type": "string", "format": "binary"}});
+    if let Some(content) = paths
+        .get_mut("/v1/export")
+        .and_then(|item| item.pointer_mut("/get/responses/200/content"))
+        .and_then(Value::as_object_mut)
+    {
+        content.insert("application/octet-stream".into(), binary.clone());
+    }
+    if let Some(body) = paths
+        .get_mut("/v1/import")
+        .and_then(|item| item.pointer_mut("/post/requestBody"))
+    {
+        body["description"] = json!(
+            "An export file: one JSON object per line. Send it as application/x-ndjson or application/octet-stream."
+        );
+        body["content"] = json!({"application/octet-stream": binary});
     }
 }
 
@@ -189,6 +215,8 @@ fn extra_paths() -> Vec<(&'static str, Value)> {
         admin::audit_log,
         admin::erase_agent,
         admin::erase_tenant,
+        transfer::export,
+        transfer::import,
     ),
     modifiers(&BearerKeys),
     security(("api_key" = [])),

@@ -766,6 +766,62 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         D::flush(self).await
     }
 
+    async fn export_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        super::transfer::agent_sessions(self, agent).await
+    }
+
+    async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(Vec<MemoryId>, u64)> {
+        super::transfer::clear_session(self, agent, session).await
+    }
+
+    async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {
+        super::transfer::agents(self).await
+    }
+
+    async fn transfer_counts(
+        &self,
+        agent: &AgentId,
+    ) -> MemoryResult<mnemos_actors::transfer::TransferCounts> {
+        super::transfer::counts(self, agent).await
+    }
+
+    async fn export_agent(
+        &self,
+        agent: &AgentId,
+        with_embeddings: bool,
+    ) -> MemoryResult<mnemos_actors::transfer::AgentTransfer> {
+        super::transfer::export_agent(self, agent, with_embeddings).await
+    }
+
+    async fn export_namespaces(
+        &self,
+    ) -> MemoryResult<Vec<mnemos_actors::transfer::NamespaceTransfer>> {
+        super::transfer::namespaces(self).await
+    }
+
+    async fn export_kv_entries(
+        &self,
+        namespace: &mnemos_actors::kv::NamespaceName,
+        writer: Option<&AgentId>,
+    ) -> MemoryResult<Vec<mnemos_actors::kv::KvEntry>> {
+        super::transfer::kv_entries(self, namespace, writer).await
+    }
+
+    async fn memory_owners(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, AgentId)>> {
+        super::transfer::owners(self, ids).await
+    }
+
+    async fn import_records(
+        &self,
+        records: &[mnemos_actors::transfer::TransferRecord],
+    ) -> MemoryResult<Vec<mnemos_actors::transfer::ImportOutcome>> {
+        super::transfer::import(self, records).await
+    }
+
     async fn condition(&self) -> StoreCondition {
         let probe = async {
             self.rows(&Statement::new("SELECT 1 AS one", []))

@@ -17,6 +17,7 @@ mod projects;
 mod rows;
 mod sql;
 pub mod sqlite;
+mod transfer;
 
 #[cfg(test)]
 mod conformance;

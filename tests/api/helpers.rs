@@ -418,6 +418,34 @@ impl TestApp {
         assert_status(self.post("/tools/recall", &body).await, StatusCode::OK).await
     }
 
+    /// `GET /v1/export?<query>`; returns the JSONL text (asserting 200 and its type).
+    pub async fn export(&self, query: &str) -> String {
+        let response = self.get(&format!("/v1/export?{query}")).await;
+        let status = response.status();
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let text = response.text().await.expect("export body");
+        assert_eq!(status, StatusCode::OK, "export failed: {text}");
+        assert_eq!(kind, "application/x-ndjson");
+        text
+    }
+
+    /// `POST /v1/import?<query>` with a JSONL body.
+    pub async fn import(&self, body: impl Into<reqwest::Body>, query: &str) -> Response {
+        self.client
+            .post(format!("{}/v1/import?{query}", self.address))
+            .headers(self.auth_header())
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
     /// Stop the server gracefully and wait for it (stores flushed).
     pub async fn stop(mut self) -> Option<tempfile::TempDir> {
         if let Some(tx) = self.shutdown.take() {

@@ -2,6 +2,7 @@
 //! directory) driven over HTTP.
 
 mod browse;
+mod cli;
 mod clients;
 mod cognition;
 mod console;
@@ -27,3 +28,4 @@ mod resources;
 mod screening;
 mod sessions;
 mod tools;
+mod transfer;

@@ -16,6 +16,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
+use crate::kv::{KvEntry, NamespaceName};
 use crate::model::{
     AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole, SessionId,
     SessionMessage, SessionRecord,
@@ -25,6 +26,9 @@ use crate::store::{
     OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoreCondition, StoredMemory,
 };
 use crate::supervisor::InjectedFault;
+use crate::transfer::{
+    AgentTransfer, ImportOutcome, NamespaceTransfer, TransferCounts, TransferRecord,
+};
 
 /// Ref of the episodic actor.
 pub type EpisodicRef = ActorRef<EpisodicMsg>;
@@ -144,6 +148,17 @@ pub enum WriteOp {
     },
     /// Drop outbox entries through a sequence number; answers how many.
     TrimOutbox { through: u64, reply: Reply<usize> },
+    /// Delete one session with its memories and log.
+    ClearSession {
+        agent: AgentId,
+        session: SessionId,
+        reply: Reply<(Vec<MemoryId>, u64)>,
+    },
+    /// Write imported records in one transaction (see [`MemoryStore::import_records`]).
+    Import {
+        records: Vec<TransferRecord>,
+        reply: Reply<Vec<ImportOutcome>>,
+    },
     /// Record the embedding model on first use, refuse another one later.
     CheckEmbeddingModel {
         model_id: String,
@@ -265,6 +280,39 @@ pub enum ReadOp {
     OutboxCommittedHead { reply: Reply<u64> },
     /// Whether the backend answers, and the rows reads skipped.
     Condition { reply: Reply<StoreCondition> },
+    /// Every agent owning a record of any kind.
+    TransferAgents { reply: Reply<Vec<AgentId>> },
+    /// How many records of each kind an agent owns.
+    TransferCounts {
+        agent: AgentId,
+        reply: Reply<TransferCounts>,
+    },
+    /// Everything an agent owns.
+    ExportAgent {
+        agent: AgentId,
+        with_embeddings: bool,
+        reply: Reply<AgentTransfer>,
+    },
+    /// Every KV namespace's configuration.
+    ExportNamespaces {
+        reply: Reply<Vec<NamespaceTransfer>>,
+    },
+    /// The entries of a KV namespace (of one writer, when given).
+    ExportKvEntries {
+        namespace: NamespaceName,
+        writer: Option<AgentId>,
+        reply: Reply<Vec<KvEntry>>,
+    },
+    /// Every session of an agent that has a message log, in id order (export).
+    ExportSessions {
+        agent: AgentId,
+        reply: Reply<Vec<SessionRecord>>,
+    },
+    /// The owners of stored memories.
+    MemoryOwners {
+        ids: Vec<MemoryId>,
+        reply: Reply<Vec<(MemoryId, AgentId)>>,
+    },
 }
 
 /// Start-up arguments (kept by the supervisor and reused on restart).
@@ -406,6 +454,16 @@ async fn write(store: &dyn MemoryStore, op: WriteOp) {
         }
         WriteOp::CommitConsolidation { commit, reply } => {
             let _ = reply.send(store.commit_consolidation(&commit).await);
+        }
+        WriteOp::ClearSession {
+            agent,
+            session,
+            reply,
+        } => {
+            let _ = reply.send(store.clear_session(&agent, &session).await);
+        }
+        WriteOp::Import { records, reply } => {
+            let _ = reply.send(store.import_records(&records).await);
         }
         WriteOp::EraseAgent { agent, reply } => {
             let _ = reply.send(store.erase_agent(&agent).await);
@@ -581,6 +639,35 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
         ReadOp::Condition { reply } => {
             answer_in_task(reply, async move { Ok(store.condition().await) })
         }
+        ReadOp::TransferAgents { reply } => {
+            answer_in_task(reply, async move { store.transfer_agents().await })
+        }
+        ReadOp::TransferCounts { agent, reply } => {
+            answer_in_task(reply, async move { store.transfer_counts(&agent).await })
+        }
+        ReadOp::ExportAgent {
+            agent,
+            with_embeddings,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.export_agent(&agent, with_embeddings).await
+        }),
+        ReadOp::ExportNamespaces { reply } => {
+            answer_in_task(reply, async move { store.export_namespaces().await })
+        }
+        ReadOp::ExportKvEntries {
+            namespace,
+            writer,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.export_kv_entries(&namespace, writer.as_ref()).await
+        }),
+        ReadOp::ExportSessions { agent, reply } => {
+            answer_in_task(reply, async move { store.export_sessions(&agent).await })
+        }
+        ReadOp::MemoryOwners { ids, reply } => {
+            answer_in_task(reply, async move { store.memory_owners(&ids).await })
+        }
     }
 }
 
@@ -710,6 +797,100 @@ impl EpisodicHandle {
     pub async fn erase_agent(&self, agent: &AgentId) -> MemoryResult<crate::store::ErasedRecords> {
         self.write(|reply| WriteOp::EraseAgent {
             agent: agent.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Write imported records in one transaction; waits up to `allowance` for it.
+    pub async fn import_records(
+        &self,
+        records: &[TransferRecord],
+        allowance: Duration,
+    ) -> MemoryResult<Vec<ImportOutcome>> {
+        self.0
+            .ask_within(Some(allowance), |reply| {
+                EpisodicMsg::Write(WriteOp::Import {
+                    records: records.to_vec(),
+                    reply,
+                })
+            })
+            .await
+    }
+    /// Delete one session of `agent` with its memories and log.
+    pub async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(Vec<MemoryId>, u64)> {
+        self.write(|reply| WriteOp::ClearSession {
+            agent: agent.clone(),
+            session: session.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Every session of `agent` that has a message log, in id order (export).
+    pub async fn export_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        self.read(|reply| ReadOp::ExportSessions {
+            agent: agent.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Every agent owning a record of any kind.
+    pub async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {
+        self.read(|reply| ReadOp::TransferAgents { reply }).await
+    }
+    /// How many records of each kind `agent` owns.
+    pub async fn transfer_counts(&self, agent: &AgentId) -> MemoryResult<TransferCounts> {
+        self.read(|reply| ReadOp::TransferCounts {
+            agent: agent.clone(),
+            reply,
+        })
+        .await
+    }
+    /// Everything `agent` owns; waits up to `allowance` for the read.
+    pub async fn export_agent(
+        &self,
+        agent: &AgentId,
+        with_embeddings: bool,
+        allowance: Duration,
+    ) -> MemoryResult<AgentTransfer> {
+        self.0
+            .ask_within(Some(allowance), |reply| {
+                EpisodicMsg::Read(ReadOp::ExportAgent {
+                    agent: agent.clone(),
+                    with_embeddings,
+                    reply,
+                })
+            })
+            .await
+    }
+    /// Every KV namespace's configuration.
+    pub async fn export_namespaces(&self) -> MemoryResult<Vec<NamespaceTransfer>> {
+        self.read(|reply| ReadOp::ExportNamespaces { reply }).await
+    }
+    /// The entries of `namespace` (only `writer`'s when given); waits up to `allowance`.
+    pub async fn export_kv_entries(
+        &self,
+        namespace: &NamespaceName,
+        writer: Option<&AgentId>,
+        allowance: Duration,
+    ) -> MemoryResult<Vec<KvEntry>> {
+        self.0
+            .ask_within(Some(allowance), |reply| {
+                EpisodicMsg::Read(ReadOp::ExportKvEntries {
+                    namespace: namespace.clone(),
+                    writer: writer.cloned(),
+                    reply,
+                })
+            })
+            .await
+    }
+    /// The owners of those of `ids` that are stored.
+    pub async fn memory_owners(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, AgentId)>> {
+        self.read(|reply| ReadOp::MemoryOwners {
+            ids: ids.to_vec(),
             reply,
         })
         .await

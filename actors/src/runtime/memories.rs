@@ -100,7 +100,7 @@ fn validate_patch(rt: &Runtime, patch: &MemoryPatch) -> MemoryResult<()> {
 /// index in step with its status, type, sharing and content.
 /// Screen a changed memory again, as a write is screened (see `remember::screen`): what
 /// is found replaces what its metadata recorded.
-fn rescreen(
+pub(super) fn rescreen(
     config: &crate::policy::screening::ScreeningConfig,
     memory: &mut Memory,
 ) -> MemoryResult<()> {

@@ -35,6 +35,7 @@ mod sleep;
 mod speakers;
 #[cfg(test)]
 mod tests;
+mod transfer;
 mod validate;
 
 use std::sync::Arc;
@@ -59,6 +60,7 @@ pub use remember::{embedding_text, RememberInput, RememberOutcome, Routing};
 pub use sessions::{
     CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
 };
+pub use transfer::IMPORT_BATCH;
 
 use crate::actors::cognition::{CognitionActor, CognitionArgs};
 use crate::actors::consolidator::{
@@ -77,7 +79,8 @@ use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
 use crate::kv::{KvEntry, KvHit, KvPutOutcome, NamespaceName, NamespaceStats};
 use crate::model::{
-    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryVersion, SessionId,
+    AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch, MemoryVersion,
+    SessionId, SessionRecord,
 };
 use crate::policy::stats::AgentStats;
 use crate::projects::{Project, ProjectDetail, ProjectId};
@@ -246,6 +249,11 @@ impl Runtime {
                 config,
             }),
         })
+    }
+
+    /// The system of record's backend name (`sqlite`, `postgres`, `memory`).
+    pub fn store_backend(&self) -> &'static str {
+        self.inner.backends.store
     }
 
     /// The runtime's tunables.
@@ -724,6 +732,94 @@ impl Runtime {
     pub async fn kv_stats(&self, namespace: &NamespaceName) -> MemoryResult<NamespaceStats> {
         let now = self.now();
         self.actors().namespaces.kv_stats(namespace, now).await
+    }
+
+    /// Every session of `agent` that has a message log, in id order (export).
+    pub async fn export_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        self.actors().episodic.export_sessions(agent).await
+    }
+
+    /// Delete one session of `agent`: its memories (out of the vector index and the
+    /// graph too), its message log and its working-memory window. Answers how many
+    /// memories and messages went.
+    pub async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(u64, u64)> {
+        let actors = self.actors();
+        let (ids, messages) = actors.episodic.clear_session(agent, session).await?;
+        for id in &ids {
+            actors.graph.remove_memory(id).await?;
+        }
+        actors.vectors.project(&[], &ids).await;
+        actors.working.clear(agent, session).await?;
+        Ok((ids.len() as u64, messages))
+    }
+
+    // ---- export and import ----
+
+    /// Every agent owning a record of any kind (who an export of everything covers).
+    pub async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {
+        transfer::agents(self).await
+    }
+
+    /// How many memories, edges, sessions, projects and runs `agent` owns.
+    pub async fn transfer_counts(
+        &self,
+        agent: &AgentId,
+    ) -> MemoryResult<crate::transfer::TransferCounts> {
+        transfer::counts(self, agent).await
+    }
+
+    /// Everything `agent` owns in the system of record (embeddings when asked).
+    pub async fn export_agent(
+        &self,
+        agent: &AgentId,
+        with_embeddings: bool,
+    ) -> MemoryResult<crate::transfer::AgentTransfer> {
+        transfer::export_agent(self, agent, with_embeddings).await
+    }
+
+    /// Every KV namespace's configuration and counters, in name order.
+    pub async fn export_namespaces(&self) -> MemoryResult<Vec<crate::transfer::NamespaceTransfer>> {
+        transfer::namespaces(self).await
+    }
+
+    /// The entries of a KV namespace in key order (only `writer`'s when given).
+    pub async fn export_kv_entries(
+        &self,
+        namespace: &NamespaceName,
+        writer: Option<&AgentId>,
+    ) -> MemoryResult<Vec<KvEntry>> {
+        transfer::kv_entries(self, namespace, writer).await
+    }
+
+    /// Check records before an import writes any (screening them as every write is);
+    /// answers the failures as (index, error naming the field).
+    pub async fn check_import(
+        &self,
+        records: &mut [crate::transfer::TransferRecord],
+    ) -> MemoryResult<Vec<(usize, MemoryError)>> {
+        transfer::check(self, records).await
+    }
+
+    /// Import checked records, keeping their ids; records already stored are left as
+    /// they are. Memories without a vector of the configured model are embedded.
+    pub async fn import(
+        &self,
+        records: Vec<crate::transfer::TransferRecord>,
+    ) -> MemoryResult<Vec<crate::transfer::ImportOutcome>> {
+        transfer::import(self, records).await
+    }
+
+    /// The embedding model's id and dimension (None while the vector actor does not answer).
+    pub async fn embedding_model(&self) -> Option<(String, usize)> {
+        self.actors()
+            .vectors
+            .status()
+            .await
+            .map(|s| (s.model, s.dimension))
     }
 }
 

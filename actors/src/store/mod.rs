@@ -18,6 +18,9 @@ use crate::model::{
     AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryStatus, MemoryType,
     MemoryVersion, MessageRole, SessionId, SessionMessage, SessionRecord,
 };
+use crate::transfer::{
+    AgentTransfer, ImportOutcome, NamespaceTransfer, TransferCounts, TransferRecord,
+};
 
 /// A memory together with its embedding, as written to the system of record.
 #[derive(Debug, Clone)]
@@ -673,6 +676,78 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn condition(&self) -> StoreCondition {
         StoreCondition::default()
     }
+    /// Every agent that owns a record of any kind (a memory, a session, a project, a
+    /// run, a KV entry it wrote), in id order: who an export of everything covers.
+    async fn transfer_agents(&self) -> MemoryResult<Vec<AgentId>> {
+        Err(no_transfer(self.backend_name()))
+    }
+    /// How many memories, edges, sessions, projects and runs `agent` owns (the KV
+    /// counts are left 0), for an export's header.
+    async fn transfer_counts(&self, agent: &AgentId) -> MemoryResult<TransferCounts> {
+        let _ = agent;
+        Err(no_transfer(self.backend_name()))
+    }
+    /// Everything `agent` owns, in a stable order ([`AgentTransfer`]); stored
+    /// embeddings too when `with_embeddings`.
+    async fn export_agent(
+        &self,
+        agent: &AgentId,
+        with_embeddings: bool,
+    ) -> MemoryResult<AgentTransfer> {
+        let _ = (agent, with_embeddings);
+        Err(no_transfer(self.backend_name()))
+    }
+    /// Every KV namespace's configuration and counters, in name order.
+    async fn export_namespaces(&self) -> MemoryResult<Vec<NamespaceTransfer>> {
+        Err(no_transfer(self.backend_name()))
+    }
+    /// The entries of one KV namespace in key order, expired ones included; only those
+    /// `writer` wrote when given.
+    async fn export_kv_entries(
+        &self,
+        namespace: &crate::kv::NamespaceName,
+        writer: Option<&AgentId>,
+    ) -> MemoryResult<Vec<crate::kv::KvEntry>> {
+        let _ = (namespace, writer);
+        Err(no_transfer(self.backend_name()))
+    }
+    /// The owner of each of `ids` that is stored (an import refuses to give a stored
+    /// id to another agent).
+    async fn memory_owners(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, AgentId)>> {
+        let _ = ids;
+        Err(no_transfer(self.backend_name()))
+    }
+    /// Every session of `agent` that has a message log, in id order (export).
+    async fn export_sessions(&self, agent: &AgentId) -> MemoryResult<Vec<SessionRecord>> {
+        let _ = agent;
+        Err(no_transfer(self.backend_name()))
+    }
+    /// Delete one session of `agent` in one transaction: its memories (with their
+    /// versions, embeddings and edges), its message log, archival mark and project
+    /// attachment. Answers the deleted memories' ids and how many messages went.
+    async fn clear_session(
+        &self,
+        agent: &AgentId,
+        session: &SessionId,
+    ) -> MemoryResult<(Vec<MemoryId>, u64)> {
+        let _ = (agent, session);
+        Err(no_transfer(self.backend_name()))
+    }
+    /// Write imported records in one write transaction, in order, keeping their ids,
+    /// times and counters; a record already stored is left as it is. Answers what
+    /// happened to each record.
+    async fn import_records(&self, records: &[TransferRecord]) -> MemoryResult<Vec<ImportOutcome>> {
+        let _ = records;
+        Err(no_transfer(self.backend_name()))
+    }
+}
+
+/// The refusal of a store that neither exports nor imports (the in-memory one).
+fn no_transfer(backend: &str) -> MemoryError {
+    MemoryError::invalid(
+        "storage.backend",
+        format!("the {backend} store neither exports nor imports; use sqlite or postgres"),
+    )
 }
 
 /// A stored row a read could not decode. Reads skip it (one bad row never fails a

@@ -3,11 +3,14 @@ sync client against a real server."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mnemos_client import (
     CreatedKey,
     Health,
+    ImportReport,
     InvalidArgument,
     Mnemos,
     NotFound,
@@ -56,6 +59,7 @@ def test_every_documented_operation_has_a_method(admin_client: Mnemos) -> None:
         ("POST", "/v1/admin/archive"), ("GET", "/v1/admin/keys"), ("POST", "/v1/admin/keys"),
         ("DELETE", "/v1/admin/keys/{id}"), ("GET", "/v1/admin/audit"),
         ("DELETE", "/v1/agents/{agent}"), ("DELETE", "/v1/tenants/{tenant}"),
+        ("GET", "/v1/export"), ("POST", "/v1/import"),
     }
     documented = {
         (method.upper(), path)
@@ -239,3 +243,18 @@ def test_erase_tenant(admin_client: Mnemos, server: dict, unique) -> None:
         assert [a.agent_id for a in erased.agents] == ["someone"]
         with pytest.raises(Unauthenticated):
             tenant_client.get_all()
+
+
+def test_export_and_import(client: Mnemos, agent: str) -> None:
+    client.tools.remember("Exports keep every record", tags=["transfer"])
+    text = client.transfer.export()
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines[0]["kind"] == "header" and lines[-1]["kind"] == "trailer"
+    assert any(line["kind"] == "memory" and line["agent_id"] == agent for line in lines)
+    again = client.transfer.import_(text)
+    assert isinstance(again, ImportReport)
+    assert again.written.memories == 0 and again.unchanged.memories == lines[0]["counts"]["memories"]
+    truncated = "\n".join(text.splitlines()[:-1])
+    with pytest.raises(InvalidArgument) as refused:
+        client.transfer.import_(truncated)
+    assert refused.value.field == "trailer"

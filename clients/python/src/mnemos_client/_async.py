@@ -49,6 +49,7 @@ from .types import (
     DeleteAllResponse,
     DeleteResponse,
     EraseResponse,
+    ImportReport,
     FaultInjected,
     ForgetResponse,
     Health,
@@ -94,6 +95,7 @@ __all__ = [
     "AsyncSessions",
     "AsyncAdmin",
     "AsyncAdminKeys",
+    "AsyncTransfer",
 ]
 
 M = TypeVar("M", bound=Model)
@@ -672,6 +674,49 @@ class AsyncAdmin(_AsyncResource):
         return await self._client._call("POST", f"/v1/admin/actors/{seg(child)}/fail", FaultInjected)
 
 
+class AsyncTransfer(_AsyncResource):
+    """Export and import as JSONL (``GET /v1/export``, ``POST /v1/import``)."""
+
+    async def export(
+        self,
+        *,
+        agent_id: Optional[str] = None,
+        tenant: Optional[str] = None,
+        with_embeddings: Optional[bool] = None,
+    ) -> str:
+        """One agent (or with ``tenant`` and an admin key, a tenant) as JSONL text: a
+        header, every record, a trailer (``GET /v1/export``)."""
+        params = qs(
+            agent_id=self._agent(agent_id) if tenant is None else agent_id,
+            tenant=tenant,
+            with_embeddings=with_embeddings,
+        )
+        response = await self._client._send(
+            "GET", "/v1/export", params=params, headers={"Accept": "application/x-ndjson"}
+        )
+        return response.text
+
+    async def import_(
+        self,
+        data: Union[str, bytes],
+        *,
+        skip_invalid: Optional[bool] = None,
+        dry_run: Optional[bool] = None,
+    ) -> ImportReport:
+        """Import an export (``POST /v1/import``): ids are kept, what is stored already
+        is left alone; an invalid line refuses the whole import (``InvalidArgument``
+        naming its line) unless ``skip_invalid``."""
+        content = data.encode("utf-8") if isinstance(data, str) else data
+        response = await self._client._send(
+            "POST",
+            "/v1/import",
+            params=qs(skip_invalid=skip_invalid, dry_run=dry_run),
+            content=content,
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        return self._client._model(response, ImportReport)
+
+
 class AsyncMnemos(BaseClient):
     """Async client of a mnemos server.
 
@@ -720,6 +765,7 @@ class AsyncMnemos(BaseClient):
         self.kv = AsyncKv(self)
         self.sessions = AsyncSessions(self)
         self.admin = AsyncAdmin(self)
+        self.transfer = AsyncTransfer(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -747,6 +793,7 @@ class AsyncMnemos(BaseClient):
         params: Optional[Mapping[str, str]] = None,
         json: Any = None,
         headers: Optional[Mapping[str, str]] = None,
+        content: Optional[bytes] = None,
     ) -> httpx.Response:
         """Send one request, retrying 429/503 as configured; raise the contract's
         error for any answer that is not 2xx."""
@@ -761,6 +808,7 @@ class AsyncMnemos(BaseClient):
                     self._url_prefix + path,
                     params=params or None,
                     json=json,
+                    content=content,
                     headers=request_headers,
                 )
             except httpx.TimeoutException as exc:

@@ -931,6 +931,49 @@ class TenantEraseResponse(Model):
 
 
 @dataclass
+class TransferCounts(Model):
+    """Records of each kind an export holds (or an import read, wrote, left alone)."""
+
+    memories: int
+    edges: int
+    sessions: int
+    projects: int
+    runs: int
+    namespaces: int
+    kv_entries: int
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class InvalidLine(Model):
+    """A line an import refused: its number, kind, error code, field and message."""
+
+    line: int
+    kind: Optional[str]
+    code: str
+    field: Optional[str]
+    message: str
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class ImportReport(Model):
+    """What an import did (``POST /v1/import``)."""
+
+    source_backend: str
+    source_version: str
+    read: TransferCounts
+    written: TransferCounts
+    unchanged: TransferCounts
+    orphaned: TransferCounts
+    embeddings_reused: int
+    re_embedded: int
+    skipped: List[InvalidLine]
+    dry_run: bool
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
 class FaultInjected(Model):
     """Answer of the test-only fault injection route."""
 
