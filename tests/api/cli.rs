@@ -14,6 +14,12 @@ use crate::helpers::*;
 
 /// Run `mnemos <args>` on `data_dir` (on the suite's backend).
 async fn mnemos(data_dir: &Path, args: &[&str]) -> Output {
+    mnemos_on(data_dir, args, backend_env(data_dir)).await
+}
+
+/// Run `mnemos <args>` on `data_dir` with the storage settings in `backend` (empty: the
+/// embedded SQLite store).
+async fn mnemos_on(data_dir: &Path, args: &[&str], backend: Vec<(String, String)>) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_mnemos"))
         .args(args)
         .env("MNEMOS__DATA_DIR", data_dir)
@@ -21,11 +27,20 @@ async fn mnemos(data_dir: &Path, args: &[&str]) -> Output {
         .env("MNEMOS__SESSIONS__EXTRACT", "false")
         .env_remove("RUST_LOG")
         .env_remove("RUST_BACKTRACE")
-        .envs(backend_env(data_dir))
+        .envs(backend)
         .stdin(std::process::Stdio::null())
         .output()
         .await
         .expect("mnemos runs")
+}
+
+/// The embedded SQLite store, whatever backend the suite runs on (backup and restore
+/// copy SQLite databases; PostgreSQL is backed up with pg_dump).
+fn sqlite_env() -> Vec<(String, String)> {
+    vec![
+        ("MNEMOS__STORAGE__BACKEND".into(), "sqlite".into()),
+        ("MNEMOS__GRAPH__BACKEND".into(), "sql".into()),
+    ]
 }
 
 /// Run `mnemos --json <args>`, assert it succeeded with a quiet stderr, and parse stdout.
@@ -390,7 +405,7 @@ async fn a_backup_taken_while_a_server_writes_restores_every_acknowledged_memory
     let backups = tempfile::tempdir().unwrap();
     let file = backups.path().join("snapshot.db");
     let file_arg = file.to_str().unwrap();
-    let backed = mnemos(&data_dir, &["--json", "backup", file_arg]).await;
+    let backed = mnemos_on(&data_dir, &["--json", "backup", file_arg], sqlite_env()).await;
     assert!(
         backed.status.success(),
         "backup beside a running server failed: {}",
@@ -400,15 +415,32 @@ async fn a_backup_taken_while_a_server_writes_restores_every_acknowledged_memory
     let during = writer.await.unwrap();
     assert!(during.len() >= before.len());
     // A second backup never overwrites the first; restore refuses a running server's directory.
-    assert!(failure_of(&data_dir, &["backup", file_arg])
-        .await
-        .contains("exists already"));
-    assert!(failure_of(&data_dir, &["restore", "--force", file_arg])
-        .await
-        .contains("stopped"));
+    let refused = |args: &'static [&'static str]| {
+        let data_dir = data_dir.clone();
+        async move {
+            let mut all = args.to_vec();
+            all.push(file_arg);
+            let output = mnemos_on(&data_dir, &all, sqlite_env()).await;
+            assert!(!output.status.success(), "mnemos {all:?} succeeded");
+            String::from_utf8_lossy(&output.stderr).to_string()
+        }
+    };
+    assert!(refused(&["backup"]).await.contains("exists already"));
+    assert!(refused(&["restore", "--force"]).await.contains("stopped"));
 
     let restored_dir = tempfile::tempdir().unwrap();
-    let restored = json_of(restored_dir.path(), &["restore", file_arg]).await;
+    let restored = mnemos_on(
+        restored_dir.path(),
+        &["--json", "restore", file_arg],
+        sqlite_env(),
+    )
+    .await;
+    assert!(
+        restored.status.success(),
+        "restore failed: {}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    let restored: Value = serde_json::from_slice(&restored.stdout).expect("JSON out");
     assert!(restored["memories"].as_i64().unwrap() >= before.len() as i64);
     let mut settings = test_settings(restored_dir.path());
     settings.storage.backend = "sqlite".into();

@@ -272,12 +272,16 @@ def test_tools(client: Mnemos, agent: str) -> None:
     context = client.tools.build_context("billing queue", context_budget=300)
     assert "billing queue" in context.context
     assert context.metadata.injected_count >= 1
+    sections = context.metadata.sections
+    assert sections and all(s.name in context.context and s.tokens > 0 for s in sections)
+    assert sum(s.memories for s in sections) == context.metadata.injected_count
 
     turn = client.tools.extract_turn("I prefer tabs over spaces.", "Noted.", session_id="s-1")
     assert any("tabs" in m.content for m in turn)
 
     run = client.tools.consolidate()
     assert run.agent_id == agent and run.trigger
+    assert isinstance(run.report.get("decision_log"), list)
     runs = client.cognition.runs(limit=5)
     assert run.id in [r.id for r in runs]
 

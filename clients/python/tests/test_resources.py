@@ -60,6 +60,9 @@ def test_every_documented_operation_has_a_method(admin_client: Mnemos) -> None:
         ("DELETE", "/v1/admin/keys/{id}"), ("GET", "/v1/admin/audit"),
         ("DELETE", "/v1/agents/{agent}"), ("DELETE", "/v1/tenants/{tenant}"),
         ("GET", "/v1/export"), ("POST", "/v1/import"),
+        ("GET", "/v1/agents"), ("POST", "/v1/memories/bulk"), ("GET", "/v1/memories/{id}/associations"),
+        ("GET", "/v1/memories/{id}/graph"), ("GET", "/v1/memories/{id}/retention"),
+        ("GET", "/v1/sessions"), ("GET", "/v1/namespaces"),
     }
     documented = {
         (method.upper(), path)

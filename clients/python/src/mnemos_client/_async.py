@@ -40,9 +40,12 @@ from ._base import (
 )
 from .errors import MnemosConnectionError, MnemosTimeoutError
 from .types import (
+    AgentsResponse,
     Association,
+    AssociationsResponse,
     AuditResponse,
     BuildContextResponse,
+    BulkResponse,
     ChatMessage,
     CompactResponse,
     CreatedKey,
@@ -52,6 +55,7 @@ from .types import (
     ImportReport,
     FaultInjected,
     ForgetResponse,
+    GraphResponse,
     Health,
     HistoryEntry,
     HistoryResponse,
@@ -66,6 +70,7 @@ from .types import (
     Model,
     NamespaceConfigureResponse,
     NamespaceStats,
+    NamespacesResponse,
     PostMessagesResponse,
     Project,
     ProjectsResponse,
@@ -74,11 +79,13 @@ from .types import (
     RememberBatchResult,
     RememberItem,
     RememberResult,
+    RetentionResponse,
     RevokedKey,
     Run,
     RunsResponse,
     Session,
     SessionMessageInput,
+    SessionsResponse,
     SourceInput,
     SpreadingActivationResponse,
     StoredMemories,
@@ -102,6 +109,11 @@ M = TypeVar("M", bound=Model)
 
 Messages = Union[str, ChatMessage, Mapping[str, Any], Sequence[Union[ChatMessage, Mapping[str, Any], str]]]
 Types = Union[str, Sequence[str]]
+When = Union[str, datetime]
+
+#: The most ids one ``POST /v1/memories/bulk`` takes (``forget_many`` and
+#: ``restore_many`` send longer lists in chunks of this size).
+MAX_BULK_IDS = 500
 
 
 class _AsyncResource:
@@ -310,19 +322,35 @@ class AsyncMemories(_AsyncResource):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
+        with_total: Optional[bool] = None,
     ) -> ListResponse:
         """One page of the agent's memories, newest first (``GET /v1/memories``);
-        pass ``next_cursor`` as ``cursor`` for the next page."""
+        pass ``next_cursor`` as ``cursor`` for the next page.
+
+        Filters: ``memory_type``, ``status``, ``tag``, ``project_id``, ``session_id``,
+        ``occurred_after`` (inclusive) / ``occurred_before`` (exclusive) as RFC 3339
+        strings or ``datetime``s (naive ones are UTC), and ``q``: only memories whose
+        content holds every word of it. ``with_total=True`` also counts every memory
+        that passes the filters (``total``)."""
         params = qs(
             agent_id=self._agent(agent_id),
             type=memory_type,
             status=status,
             tag=tag,
             project_id=project_id,
+            session_id=session_id,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            q=q,
             limit=limit,
             cursor=cursor,
+            with_total=with_total,
         )
         return await self._client._call("GET", "/v1/memories", ListResponse, params=params)
 
@@ -334,11 +362,16 @@ class AsyncMemories(_AsyncResource):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         page_size: int = 100,
         max_items: Optional[int] = None,
     ) -> AsyncIterator[Memory]:
-        """Every memory of the agent, newest first, fetching pages of ``page_size``
-        as it goes (following ``next_cursor``); stops after ``max_items`` if given."""
+        """Every memory of the agent that passes the filters (those of :meth:`list`),
+        newest first, fetching pages of ``page_size`` as it goes (following
+        ``next_cursor``); stops after ``max_items`` if given."""
         cursor: Optional[str] = None
         seen = 0
         if max_items is not None and max_items <= 0:
@@ -350,6 +383,10 @@ class AsyncMemories(_AsyncResource):
                 status=status,
                 tag=tag,
                 project_id=project_id,
+                session_id=session_id,
+                occurred_after=occurred_after,
+                occurred_before=occurred_before,
+                q=q,
                 limit=page_size,
                 cursor=cursor,
             )
@@ -438,6 +475,84 @@ class AsyncMemories(_AsyncResource):
             "GET", f"/v1/memories/{seg(memory_id)}/history", HistoryResponse, params=params
         )
 
+    async def bulk(
+        self, ids: Sequence[str], action: str, *, agent_id: Optional[str] = None
+    ) -> BulkResponse:
+        """Forget (archive, kept with its history) or restore (make active again) up
+        to 500 memories of one agent in one request (``POST /v1/memories/bulk``);
+        ``action`` is ``"forget"`` or ``"restore"``. A missing id does not stop the
+        others: the answer sorts the ids into ``changed``, ``unchanged`` and
+        ``missing``."""
+        if isinstance(ids, str):
+            raise TypeError("ids must be a sequence of memory ids, not one string")
+        payload = body(agent_id=self._agent(agent_id), ids=[str(i) for i in ids], action=action)
+        return await self._client._call("POST", "/v1/memories/bulk", BulkResponse, json=payload)
+
+    async def _bulk_chunked(
+        self, ids: Sequence[str], action: str, agent_id: Optional[str]
+    ) -> BulkResponse:
+        if isinstance(ids, str):
+            raise TypeError("ids must be a sequence of memory ids, not one string")
+        wanted = [str(i) for i in ids]
+        merged: Dict[str, List[str]] = {"changed": [], "unchanged": [], "missing": []}
+        for start in range(0, len(wanted), MAX_BULK_IDS):
+            part = await self.bulk(wanted[start : start + MAX_BULK_IDS], action, agent_id=agent_id)
+            merged["changed"].extend(part.changed)
+            merged["unchanged"].extend(part.unchanged)
+            merged["missing"].extend(part.missing)
+        return BulkResponse.from_dict(merged)
+
+    async def forget_many(self, ids: Sequence[str], *, agent_id: Optional[str] = None) -> BulkResponse:
+        """Forget (archive) these memories (``bulk(ids, "forget")``, in requests of
+        at most 500 ids; no request for an empty list)."""
+        return await self._bulk_chunked(ids, "forget", agent_id)
+
+    async def restore_many(self, ids: Sequence[str], *, agent_id: Optional[str] = None) -> BulkResponse:
+        """Make these memories active again (``bulk(ids, "restore")``, in requests
+        of at most 500 ids; no request for an empty list)."""
+        return await self._bulk_chunked(ids, "restore", agent_id)
+
+    async def associations(self, memory_id: str, *, agent_id: Optional[str] = None) -> AssociationsResponse:
+        """A memory's associations, strongest first, each with the memory at its other
+        end (``GET /v1/memories/{id}/associations``)."""
+        params = qs(agent_id=self._agent(agent_id))
+        return await self._client._call(
+            "GET", f"/v1/memories/{seg(memory_id)}/associations", AssociationsResponse, params=params
+        )
+
+    async def graph(
+        self,
+        memory_id: str,
+        *,
+        depth: Optional[int] = None,
+        limit: Optional[int] = None,
+        agent_id: Optional[str] = None,
+    ) -> GraphResponse:
+        """A memory's neighbourhood in the association graph
+        (``GET /v1/memories/{id}/graph``): the memories up to ``depth`` hops away
+        (1 to 4, default 2), at most ``limit`` of them with itself (1 to 1000, default
+        200), nearest first, and the edges between them."""
+        params = qs(agent_id=self._agent(agent_id), depth=depth, limit=limit)
+        return await self._client._call(
+            "GET", f"/v1/memories/{seg(memory_id)}/graph", GraphResponse, params=params
+        )
+
+    async def retention(
+        self,
+        memory_id: str,
+        *,
+        days: Optional[int] = None,
+        points: Optional[int] = None,
+        agent_id: Optional[str] = None,
+    ) -> RetentionResponse:
+        """A memory's retention now and its curve (``GET /v1/memories/{id}/retention``):
+        ``points`` samples (2 to 500, default 31) from its last access until ``days``
+        from now (0 to 3650, default 30), assuming no further use."""
+        params = qs(agent_id=self._agent(agent_id), days=days, points=points)
+        return await self._client._call(
+            "GET", f"/v1/memories/{seg(memory_id)}/retention", RetentionResponse, params=params
+        )
+
 
 class AsyncCognition(_AsyncResource):
     """The sleep cycle's run log ``/v1/cognition``."""
@@ -497,6 +612,11 @@ class AsyncKv(_AsyncResource):
         return await self._client._call(
             "PUT", f"/v1/namespaces/{seg(namespace)}", NamespaceConfigureResponse, json=payload
         )
+
+    async def namespaces(self) -> NamespacesResponse:
+        """The tenant's namespaces by name, each with its counters
+        (``GET /v1/namespaces``)."""
+        return await self._client._call("GET", "/v1/namespaces", NamespacesResponse)
 
     async def stats(self, namespace: str) -> NamespaceStats:
         """Counters of a namespace (``GET /v1/namespaces/{namespace}/stats``)."""
@@ -565,6 +685,12 @@ class AsyncKv(_AsyncResource):
 
 class AsyncSessions(_AsyncResource):
     """Sessions ``/v1/sessions``: a conversation's durable message log."""
+
+    async def list(self, *, agent_id: Optional[str] = None, limit: Optional[int] = None) -> SessionsResponse:
+        """The agent's sessions, the most recently spoken first, without their
+        messages (``GET /v1/sessions``; ``limit`` 1 to 1000, default 100)."""
+        params = qs(agent_id=self._agent(agent_id), limit=limit)
+        return await self._client._call("GET", "/v1/sessions", SessionsResponse, params=params)
 
     async def post_messages(
         self,
@@ -866,6 +992,12 @@ class AsyncMnemos(BaseClient):
         response = await self._send("GET", "/metrics", headers={"Accept": "text/plain"})
         return response.text
 
+    async def agents(self) -> AgentsResponse:
+        """The agents with memories the key may see, by id, with their counts
+        (``GET /v1/agents``): those of the key's tenant, or its own agent for a key
+        bound to one."""
+        return await self._call("GET", "/v1/agents", AgentsResponse)
+
     async def openapi(self) -> Dict[str, Any]:
         """The server's OpenAPI document (``GET /openapi.json``)."""
         response = await self._send("GET", "/openapi.json")
@@ -962,12 +1094,16 @@ class AsyncMnemos(BaseClient):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         limit: Optional[int] = None,
         page_size: int = 100,
     ) -> List[Memory]:
         """Every memory of the agent (at most ``limit``), newest first, as mem0's
         ``get_all``; follows ``next_cursor`` page by page (see :meth:`iter_all` to
-        stream instead)."""
+        stream instead). The filters are those of ``memories.list``."""
         return [
             memory
             async for memory in self.iter_all(
@@ -976,6 +1112,10 @@ class AsyncMnemos(BaseClient):
                 status=status,
                 tag=tag,
                 project_id=project_id,
+                session_id=session_id,
+                occurred_after=occurred_after,
+                occurred_before=occurred_before,
+                q=q,
                 limit=limit,
                 page_size=page_size,
             )
@@ -989,16 +1129,25 @@ class AsyncMnemos(BaseClient):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         limit: Optional[int] = None,
         page_size: int = 100,
     ) -> AsyncIterator[Memory]:
-        """Iterate every memory of the agent, newest first, a page at a time."""
+        """Iterate every memory of the agent that passes the filters, newest first,
+        a page at a time."""
         async for memory in self.memories.iter(
             agent_id=agent_id,
             memory_type=memory_type,
             status=status,
             tag=tag,
             project_id=project_id,
+            session_id=session_id,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            q=q,
             page_size=page_size,
             max_items=limit,
         ):

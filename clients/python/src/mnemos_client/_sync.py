@@ -42,9 +42,12 @@ from ._base import (
 )
 from .errors import MnemosConnectionError, MnemosTimeoutError
 from .types import (
+    AgentsResponse,
     Association,
+    AssociationsResponse,
     AuditResponse,
     BuildContextResponse,
+    BulkResponse,
     ChatMessage,
     CompactResponse,
     CreatedKey,
@@ -54,6 +57,7 @@ from .types import (
     ImportReport,
     FaultInjected,
     ForgetResponse,
+    GraphResponse,
     Health,
     HistoryEntry,
     HistoryResponse,
@@ -68,6 +72,7 @@ from .types import (
     Model,
     NamespaceConfigureResponse,
     NamespaceStats,
+    NamespacesResponse,
     PostMessagesResponse,
     Project,
     ProjectsResponse,
@@ -76,11 +81,13 @@ from .types import (
     RememberBatchResult,
     RememberItem,
     RememberResult,
+    RetentionResponse,
     RevokedKey,
     Run,
     RunsResponse,
     Session,
     SessionMessageInput,
+    SessionsResponse,
     SourceInput,
     SpreadingActivationResponse,
     StoredMemories,
@@ -104,6 +111,11 @@ M = TypeVar("M", bound=Model)
 
 Messages = Union[str, ChatMessage, Mapping[str, Any], Sequence[Union[ChatMessage, Mapping[str, Any], str]]]
 Types = Union[str, Sequence[str]]
+When = Union[str, datetime]
+
+#: The most ids one ``POST /v1/memories/bulk`` takes (``forget_many`` and
+#: ``restore_many`` send longer lists in chunks of this size).
+MAX_BULK_IDS = 500
 
 
 class _Resource:
@@ -312,19 +324,35 @@ class Memories(_Resource):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
+        with_total: Optional[bool] = None,
     ) -> ListResponse:
         """One page of the agent's memories, newest first (``GET /v1/memories``);
-        pass ``next_cursor`` as ``cursor`` for the next page."""
+        pass ``next_cursor`` as ``cursor`` for the next page.
+
+        Filters: ``memory_type``, ``status``, ``tag``, ``project_id``, ``session_id``,
+        ``occurred_after`` (inclusive) / ``occurred_before`` (exclusive) as RFC 3339
+        strings or ``datetime``s (naive ones are UTC), and ``q``: only memories whose
+        content holds every word of it. ``with_total=True`` also counts every memory
+        that passes the filters (``total``)."""
         params = qs(
             agent_id=self._agent(agent_id),
             type=memory_type,
             status=status,
             tag=tag,
             project_id=project_id,
+            session_id=session_id,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            q=q,
             limit=limit,
             cursor=cursor,
+            with_total=with_total,
         )
         return self._client._call("GET", "/v1/memories", ListResponse, params=params)
 
@@ -336,11 +364,16 @@ class Memories(_Resource):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         page_size: int = 100,
         max_items: Optional[int] = None,
     ) -> Iterator[Memory]:
-        """Every memory of the agent, newest first, fetching pages of ``page_size``
-        as it goes (following ``next_cursor``); stops after ``max_items`` if given."""
+        """Every memory of the agent that passes the filters (those of :meth:`list`),
+        newest first, fetching pages of ``page_size`` as it goes (following
+        ``next_cursor``); stops after ``max_items`` if given."""
         cursor: Optional[str] = None
         seen = 0
         if max_items is not None and max_items <= 0:
@@ -352,6 +385,10 @@ class Memories(_Resource):
                 status=status,
                 tag=tag,
                 project_id=project_id,
+                session_id=session_id,
+                occurred_after=occurred_after,
+                occurred_before=occurred_before,
+                q=q,
                 limit=page_size,
                 cursor=cursor,
             )
@@ -440,6 +477,84 @@ class Memories(_Resource):
             "GET", f"/v1/memories/{seg(memory_id)}/history", HistoryResponse, params=params
         )
 
+    def bulk(
+        self, ids: Sequence[str], action: str, *, agent_id: Optional[str] = None
+    ) -> BulkResponse:
+        """Forget (archive, kept with its history) or restore (make active again) up
+        to 500 memories of one agent in one request (``POST /v1/memories/bulk``);
+        ``action`` is ``"forget"`` or ``"restore"``. A missing id does not stop the
+        others: the answer sorts the ids into ``changed``, ``unchanged`` and
+        ``missing``."""
+        if isinstance(ids, str):
+            raise TypeError("ids must be a sequence of memory ids, not one string")
+        payload = body(agent_id=self._agent(agent_id), ids=[str(i) for i in ids], action=action)
+        return self._client._call("POST", "/v1/memories/bulk", BulkResponse, json=payload)
+
+    def _bulk_chunked(
+        self, ids: Sequence[str], action: str, agent_id: Optional[str]
+    ) -> BulkResponse:
+        if isinstance(ids, str):
+            raise TypeError("ids must be a sequence of memory ids, not one string")
+        wanted = [str(i) for i in ids]
+        merged: Dict[str, List[str]] = {"changed": [], "unchanged": [], "missing": []}
+        for start in range(0, len(wanted), MAX_BULK_IDS):
+            part = self.bulk(wanted[start : start + MAX_BULK_IDS], action, agent_id=agent_id)
+            merged["changed"].extend(part.changed)
+            merged["unchanged"].extend(part.unchanged)
+            merged["missing"].extend(part.missing)
+        return BulkResponse.from_dict(merged)
+
+    def forget_many(self, ids: Sequence[str], *, agent_id: Optional[str] = None) -> BulkResponse:
+        """Forget (archive) these memories (``bulk(ids, "forget")``, in requests of
+        at most 500 ids; no request for an empty list)."""
+        return self._bulk_chunked(ids, "forget", agent_id)
+
+    def restore_many(self, ids: Sequence[str], *, agent_id: Optional[str] = None) -> BulkResponse:
+        """Make these memories active again (``bulk(ids, "restore")``, in requests
+        of at most 500 ids; no request for an empty list)."""
+        return self._bulk_chunked(ids, "restore", agent_id)
+
+    def associations(self, memory_id: str, *, agent_id: Optional[str] = None) -> AssociationsResponse:
+        """A memory's associations, strongest first, each with the memory at its other
+        end (``GET /v1/memories/{id}/associations``)."""
+        params = qs(agent_id=self._agent(agent_id))
+        return self._client._call(
+            "GET", f"/v1/memories/{seg(memory_id)}/associations", AssociationsResponse, params=params
+        )
+
+    def graph(
+        self,
+        memory_id: str,
+        *,
+        depth: Optional[int] = None,
+        limit: Optional[int] = None,
+        agent_id: Optional[str] = None,
+    ) -> GraphResponse:
+        """A memory's neighbourhood in the association graph
+        (``GET /v1/memories/{id}/graph``): the memories up to ``depth`` hops away
+        (1 to 4, default 2), at most ``limit`` of them with itself (1 to 1000, default
+        200), nearest first, and the edges between them."""
+        params = qs(agent_id=self._agent(agent_id), depth=depth, limit=limit)
+        return self._client._call(
+            "GET", f"/v1/memories/{seg(memory_id)}/graph", GraphResponse, params=params
+        )
+
+    def retention(
+        self,
+        memory_id: str,
+        *,
+        days: Optional[int] = None,
+        points: Optional[int] = None,
+        agent_id: Optional[str] = None,
+    ) -> RetentionResponse:
+        """A memory's retention now and its curve (``GET /v1/memories/{id}/retention``):
+        ``points`` samples (2 to 500, default 31) from its last access until ``days``
+        from now (0 to 3650, default 30), assuming no further use."""
+        params = qs(agent_id=self._agent(agent_id), days=days, points=points)
+        return self._client._call(
+            "GET", f"/v1/memories/{seg(memory_id)}/retention", RetentionResponse, params=params
+        )
+
 
 class Cognition(_Resource):
     """The sleep cycle's run log ``/v1/cognition``."""
@@ -499,6 +614,11 @@ class Kv(_Resource):
         return self._client._call(
             "PUT", f"/v1/namespaces/{seg(namespace)}", NamespaceConfigureResponse, json=payload
         )
+
+    def namespaces(self) -> NamespacesResponse:
+        """The tenant's namespaces by name, each with its counters
+        (``GET /v1/namespaces``)."""
+        return self._client._call("GET", "/v1/namespaces", NamespacesResponse)
 
     def stats(self, namespace: str) -> NamespaceStats:
         """Counters of a namespace (``GET /v1/namespaces/{namespace}/stats``)."""
@@ -567,6 +687,12 @@ class Kv(_Resource):
 
 class Sessions(_Resource):
     """Sessions ``/v1/sessions``: a conversation's durable message log."""
+
+    def list(self, *, agent_id: Optional[str] = None, limit: Optional[int] = None) -> SessionsResponse:
+        """The agent's sessions, the most recently spoken first, without their
+        messages (``GET /v1/sessions``; ``limit`` 1 to 1000, default 100)."""
+        params = qs(agent_id=self._agent(agent_id), limit=limit)
+        return self._client._call("GET", "/v1/sessions", SessionsResponse, params=params)
 
     def post_messages(
         self,
@@ -868,6 +994,12 @@ class Mnemos(BaseClient):
         response = self._send("GET", "/metrics", headers={"Accept": "text/plain"})
         return response.text
 
+    def agents(self) -> AgentsResponse:
+        """The agents with memories the key may see, by id, with their counts
+        (``GET /v1/agents``): those of the key's tenant, or its own agent for a key
+        bound to one."""
+        return self._call("GET", "/v1/agents", AgentsResponse)
+
     def openapi(self) -> Dict[str, Any]:
         """The server's OpenAPI document (``GET /openapi.json``)."""
         response = self._send("GET", "/openapi.json")
@@ -964,12 +1096,16 @@ class Mnemos(BaseClient):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         limit: Optional[int] = None,
         page_size: int = 100,
     ) -> List[Memory]:
         """Every memory of the agent (at most ``limit``), newest first, as mem0's
         ``get_all``; follows ``next_cursor`` page by page (see :meth:`iter_all` to
-        stream instead)."""
+        stream instead). The filters are those of ``memories.list``."""
         return [
             memory
             for memory in self.iter_all(
@@ -978,6 +1114,10 @@ class Mnemos(BaseClient):
                 status=status,
                 tag=tag,
                 project_id=project_id,
+                session_id=session_id,
+                occurred_after=occurred_after,
+                occurred_before=occurred_before,
+                q=q,
                 limit=limit,
                 page_size=page_size,
             )
@@ -991,16 +1131,25 @@ class Mnemos(BaseClient):
         status: Optional[str] = None,
         tag: Optional[str] = None,
         project_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        occurred_after: Optional[When] = None,
+        occurred_before: Optional[When] = None,
+        q: Optional[str] = None,
         limit: Optional[int] = None,
         page_size: int = 100,
     ) -> Iterator[Memory]:
-        """Iterate every memory of the agent, newest first, a page at a time."""
+        """Iterate every memory of the agent that passes the filters, newest first,
+        a page at a time."""
         for memory in self.memories.iter(
             agent_id=agent_id,
             memory_type=memory_type,
             status=status,
             tag=tag,
             project_id=project_id,
+            session_id=session_id,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+            q=q,
             page_size=page_size,
             max_items=limit,
         ):

@@ -60,6 +60,7 @@ __all__ = [
     "ActivationResult",
     "SpreadingActivationResponse",
     "ForgetResponse",
+    "ContextSection",
     "ContextMetadata",
     "BuildContextResponse",
     "StoredMemories",
@@ -72,6 +73,18 @@ __all__ = [
     "ListResponse",
     "DeleteResponse",
     "DeleteAllResponse",
+    # browsing: agents, bulk changes, associations, graph, retention
+    "AgentSummary",
+    "AgentsResponse",
+    "BulkResponse",
+    "MemoryBrief",
+    "MemoryAssociation",
+    "AssociationsResponse",
+    "GraphNode",
+    "GraphEdge",
+    "GraphResponse",
+    "RetentionPoint",
+    "RetentionResponse",
     # projects
     "Project",
     "ProjectsResponse",
@@ -84,9 +97,12 @@ __all__ = [
     "KvListResponse",
     "NamespaceStats",
     "NamespaceConfigureResponse",
+    "NamespacesResponse",
     # sessions
     "SessionMessage",
     "Session",
+    "SessionSummary",
+    "SessionsResponse",
     "PostMessagesResponse",
     "CompactResponse",
     # admin
@@ -319,7 +335,9 @@ class SourceRef(Model):
 
 @dataclass
 class Memory(Model):
-    """A memory (``MemoryView``)."""
+    """A memory (``MemoryView``). ``retention`` (how much of it is still alive now,
+    0..1) is set on reads of memories as resources (a page of ``memories.list``,
+    ``memories.get``) and ``None`` elsewhere."""
 
     id: str
     agent_id: str
@@ -347,6 +365,7 @@ class Memory(Model):
     suspicious_reasons: List[str] = field(default_factory=list)
     redacted: List[str] = field(default_factory=list)
     provenance: Optional[Dict[str, Any]] = None
+    retention: Optional[float] = None
     extra: Dict[str, Any] = _extra()
 
 
@@ -467,14 +486,27 @@ class ForgetResponse(Model):
 
 
 @dataclass
+class ContextSection(Model):
+    """One section of a ``build_context`` block: its heading, its estimated tokens
+    (heading included) and how many memories it holds."""
+
+    name: str
+    tokens: int
+    memories: int
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
 class ContextMetadata(Model):
-    """What went into a ``build_context`` block."""
+    """What went into a ``build_context`` block; ``sections`` in the block's order
+    (procedures first)."""
 
     injected_count: int
     tokens_used: int
     stale_files: List[str]
     untrusted_fenced: int = 0
     untrusted_withheld: int = 0
+    sections: List[ContextSection] = field(default_factory=list)
     extra: Dict[str, Any] = _extra()
 
 
@@ -590,10 +622,12 @@ class RunsResponse(Model):
 @dataclass
 class ListResponse(Model):
     """A page of memories, newest first; pass ``next_cursor`` as ``cursor`` for the
-    next page (``None`` at the end)."""
+    next page (``None`` at the end). ``total`` counts every memory that passes the
+    filters (only when asked for with ``with_total=True``, else ``None``)."""
 
     memories: List[Memory]
     next_cursor: Optional[str] = None
+    total: Optional[int] = None
     extra: Dict[str, Any] = _extra()
 
     def __iter__(self) -> Iterator[Memory]:
@@ -617,6 +651,145 @@ class DeleteAllResponse(Model):
 
     deleted: int
     extra: Dict[str, Any] = _extra()
+
+
+# ------------------------------------------------------------------------ browsing
+
+
+@dataclass
+class AgentSummary(Model):
+    """An agent of the caller's tenant with memories: how many (in every status),
+    how many are active, and when its newest one was stored."""
+
+    agent_id: str
+    memories: int
+    active: int
+    last_at: Optional[datetime] = None
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class AgentsResponse(Model):
+    """Answer of ``GET /v1/agents``: the agents the key may see, by agent id."""
+
+    agents: List[AgentSummary]
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[AgentSummary]:
+        return iter(self.agents)
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+
+@dataclass
+class BulkResponse(Model):
+    """What a bulk forget or restore did to each id: ``changed``, ``unchanged``
+    (already in the state asked for), ``missing`` (not a memory of the agent)."""
+
+    changed: List[str]
+    unchanged: List[str]
+    missing: List[str]
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class MemoryBrief(Model):
+    """A memory in brief (the other end of an association)."""
+
+    id: str
+    type: str
+    content: str
+    status: str
+    importance: float
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class MemoryAssociation(Model):
+    """One association of a memory, with the memory at its other end (``other``)."""
+
+    from_id: str
+    to_id: str
+    relation: str
+    weight: float
+    created_at: datetime
+    other: MemoryBrief
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class AssociationsResponse(Model):
+    """A memory's associations, strongest first."""
+
+    associations: List[MemoryAssociation]
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[MemoryAssociation]:
+        return iter(self.associations)
+
+    def __len__(self) -> int:
+        return len(self.associations)
+
+
+@dataclass
+class GraphNode(Model):
+    """A memory of a neighbourhood, in brief, with its distance in hops from the
+    memory asked about (0: itself)."""
+
+    id: str
+    type: str
+    content: str
+    status: str
+    importance: float
+    depth: int
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class GraphEdge(Model):
+    """An association between two memories of a neighbourhood."""
+
+    from_id: str
+    to_id: str
+    relation: str
+    weight: float
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class GraphResponse(Model):
+    """A memory's neighbourhood in the association graph: ``nodes`` nearest first
+    (the memory asked about first), ``edges`` between them."""
+
+    nodes: List[GraphNode]
+    edges: List[GraphEdge]
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class RetentionPoint(Model):
+    """One sample of a retention curve."""
+
+    at: datetime
+    retention: float
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class RetentionResponse(Model):
+    """A memory's retention now (0..1) and its curve from the last access until
+    ``days`` from now, assuming no further use."""
+
+    retention: float
+    points: List[RetentionPoint]
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[RetentionPoint]:
+        return iter(self.points)
+
+    def __len__(self) -> int:
+        return len(self.points)
 
 
 # ------------------------------------------------------------------------- projects
@@ -748,6 +921,20 @@ class NamespaceConfigureResponse(Model):
     extra: Dict[str, Any] = _extra()
 
 
+@dataclass
+class NamespacesResponse(Model):
+    """The tenant's KV namespaces by name, each with its counters."""
+
+    namespaces: List[NamespaceStats]
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[NamespaceStats]:
+        return iter(self.namespaces)
+
+    def __len__(self) -> int:
+        return len(self.namespaces)
+
+
 # ------------------------------------------------------------------------- sessions
 
 
@@ -781,6 +968,35 @@ class Session(Model):
     compact_at_tokens: int
     last_message_at: Optional[datetime] = None
     extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class SessionSummary(Model):
+    """A session in a list: its counters and summary, without its messages."""
+
+    session_id: str
+    total_messages: int
+    tokens: int
+    compactions: int
+    compacted_through: int
+    summary: Optional[str]
+    created_at: datetime
+    last_message_at: datetime
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class SessionsResponse(Model):
+    """An agent's sessions, the most recently spoken first."""
+
+    sessions: List[SessionSummary]
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[SessionSummary]:
+        return iter(self.sessions)
+
+    def __len__(self) -> int:
+        return len(self.sessions)
 
 
 @dataclass
