@@ -1277,6 +1277,20 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_overlay_loads_and_the_images_default_is_embedded_with_keys() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for overlay in ["production", "production-like", "container", "test"] {
+            let file = dir.join(format!("{overlay}.toml"));
+            Settings::load(None, Some(&file)).unwrap_or_else(|e| panic!("{overlay}: {e}"));
+        }
+        let container = Settings::load(None, Some(&dir.join("container.toml"))).unwrap();
+        assert_eq!(container.storage.backend, "sqlite");
+        assert_eq!(container.working.backend, "memory");
+        assert!(container.auth.keys());
+        assert_eq!(container.server.bind, "0.0.0.0:8077");
+    }
+
+    #[test]
     fn defaults_are_valid_and_documented_names_hold() {
         let settings = defaults();
         settings.validate().unwrap();

@@ -716,6 +716,21 @@ async fn list_filters_and_pages<S: TestStore>(store: &S) {
             .unwrap(),
         3
     );
+    // Open-ended ranges use chrono's extremes; both stores compare them as bounds.
+    let since = |q: &mut ListQuery| {
+        q.within = Some(TimeRange {
+            start: t0() + Duration::days(4),
+            end: chrono::DateTime::<chrono::Utc>::MAX_UTC,
+        })
+    };
+    assert_eq!(store.count_listed(&query(&since)).await.unwrap(), 2);
+    let until = |q: &mut ListQuery| {
+        q.within = Some(TimeRange {
+            start: chrono::DateTime::<chrono::Utc>::MIN_UTC,
+            end: t0() + Duration::days(1),
+        })
+    };
+    assert_eq!(store.count_listed(&query(&until)).await.unwrap(), 1);
     let words = |q: &mut ListQuery| q.words = vec!["note".into(), "3".into()];
     assert_eq!(
         listed(store.list(&query(&words)).await.unwrap()),

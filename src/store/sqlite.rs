@@ -106,6 +106,23 @@ impl Columns for SqliteRow {
     }
 }
 
+/// A range bound as stored text compares: clamped to the years every stored instant
+/// lies in (1 to 9999, `model::INSTANT_YEARS`), because chrono's extremes of an
+/// open-ended range print with a sign (`+262143-…`) that sorts before every year.
+fn text_bound(time: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::TimeZone;
+    let earliest = Utc
+        .with_ymd_and_hms(1, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let latest = Utc
+        .with_ymd_and_hms(9999, 12, 31, 23, 59, 59)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        + chrono::Duration::nanoseconds(999_999_999);
+    time.clamp(earliest, latest)
+}
+
 /// `statement` as a sqlx query, each argument in SQLite's column type.
 fn query(statement: &Statement<'_>) -> Query<'static, Sqlite, SqliteArguments> {
     let query = sqlx::query(AssertSqlSafe(positional(statement.text())));
@@ -116,7 +133,8 @@ fn query(statement: &Statement<'_>) -> Query<'static, Sqlite, SqliteArguments> {
         Arg::Real(value) => query.bind(f64::from(*value)),
         Arg::OptionalReal(value) => query.bind(value.map(f64::from)),
         Arg::Flag(value) => query.bind(i64::from(*value)),
-        Arg::Time(time) | Arg::Bound(time) => query.bind(format_time(time)),
+        Arg::Time(time) => query.bind(format_time(time)),
+        Arg::Bound(time) => query.bind(format_time(&text_bound(*time))),
         Arg::OptionalTime(time) => query.bind(time.as_ref().map(format_time)),
         Arg::Json(value) => query.bind(value.to_string()),
         Arg::Tags(tags) => query.bind(serde_json::to_string(tags).unwrap_or_else(|_| "[]".into())),

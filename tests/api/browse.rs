@@ -73,6 +73,17 @@ async fn memories_filter_by_session_time_and_full_text_and_count_them() {
     .await;
     assert_eq!(second["memories"].as_array().unwrap().len(), 1, "{second}");
     assert!(second["next_cursor"].is_null());
+    // One bound alone is open on the other side.
+    let since = ok(app
+        .get("/v1/memories?agent_id=ana&occurred_after=2024-03-05T00:00:00Z&with_total=true")
+        .await)
+    .await;
+    assert_eq!(since["total"], 3, "{since}");
+    let until = ok(app
+        .get("/v1/memories?agent_id=ana&occurred_before=2024-03-02T00:00:00Z&with_total=true")
+        .await)
+    .await;
+    assert_eq!(until["total"], 1, "{until}");
     // Bad input names its field.
     for (query, field) in [
         ("cursor=zzz", "cursor"),

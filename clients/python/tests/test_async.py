@@ -75,6 +75,47 @@ def test_get_all_paging_async(server: dict, agent: str) -> None:
     asyncio.run(scenario())
 
 
+def test_browsing_async(server: dict, agent: str, unique) -> None:
+    session, ns = unique("chat"), unique("ns")
+
+    async def scenario() -> None:
+        async with AsyncMnemos(server["url"], server["key"] or None, agent_id=agent) as m:
+            a = (await m.tools.remember("Async note: the ferry leaves at nine", session_id=session)).memory
+            b = (await m.tools.remember("Async note: the ferry ticket office opens at eight")).memory
+            await m.tools.associate(a.id, b.id, relation="related_to", weight=0.6)
+
+            assert agent in [x.agent_id for x in await m.agents()]
+            page = await m.memories.list(q="ferry nine", with_total=True)
+            assert [x.id for x in page] == [a.id] and page.total == 1
+            assert page.memories[0].retention is not None
+            assert [x.id for x in await m.get_all(session_id=session)] == [a.id]
+            assert [x.id async for x in m.iter_all(q="ticket")] == [b.id]
+
+            links = await m.memories.associations(a.id)
+            assert [link.other.id for link in links] == [b.id]
+            graph = await m.memories.graph(a.id, depth=1, limit=10)
+            assert [n.id for n in graph.nodes] == [a.id, b.id] and len(graph.edges) == 1
+            curve = await m.memories.retention(a.id, days=10, points=3)
+            assert len(curve.points) == 3 and 0 < curve.retention <= 1
+
+            forgotten = await m.memories.forget_many([a.id, "missing"])
+            assert (forgotten.changed, forgotten.missing) == ([a.id], ["missing"])
+            assert (await m.memories.restore_many([a.id])).changed == [a.id]
+            with pytest.raises(InvalidArgument) as caught:
+                await m.memories.bulk([a.id], "archive")
+            assert caught.value.field == "action"
+
+            await m.sessions.add_message(session, "user", "When does the ferry leave?")
+            assert [x.session_id for x in await m.sessions.list()] == [session]
+            await m.kv.put(ns, "k", 1)
+            assert ns in [x.namespace for x in await m.kv.namespaces()]
+            with pytest.raises(InvalidArgument) as caught:
+                await m.memories.graph(a.id, depth=0)
+            assert caught.value.field == "depth"
+
+    asyncio.run(scenario())
+
+
 def test_errors_async(server: dict, agent: str) -> None:
     async def scenario() -> None:
         async with AsyncMnemos(server["url"], server["key"] or None, agent_id=agent) as m:

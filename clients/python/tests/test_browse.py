@@ -58,7 +58,7 @@ def test_list_filters_total_and_retention(client: Mnemos, agent: str) -> None:
         occurred_after=datetime(2021, 1, 1, tzinfo=timezone.utc), occurred_before="2023-01-01T00:00:00Z"
     )
     assert [m.id for m in in_range] == [middle.id]
-    assert {m.id for m in client.get_all(occurred_after=datetime(2021, 6, 1, 12, 0))} == {middle.id, new.id}
+    assert {m.id for m in client.get_all(occurred_before=datetime(2021, 6, 1, 12, 0))} == {old.id}
     assert [m.id for m in client.get_all(q="STAGING port")] == [old.id]
     assert {m.id for m in client.iter_all(q="staging")} == {old.id, middle.id}
     assert [m.id for m in client.memories.iter(q="staging", page_size=1)] == [
@@ -71,6 +71,17 @@ def test_list_filters_total_and_retention(client: Mnemos, agent: str) -> None:
     with pytest.raises(InvalidArgument) as caught:
         client.memories.list(occurred_after="last tuesday")
     assert caught.value.field == "occurred_after"
+
+
+def test_list_occurred_after_alone(client: Mnemos) -> None:
+    client.tools.remember("An old note about the harbour ferry", occurred_at="2020-03-01T09:00:00Z")
+    recent = client.tools.remember(
+        "A recent note about seven blue pencils", occurred_at="2023-01-15T08:30:00Z"
+    ).memory
+    # a naive datetime is taken as UTC; the bound is inclusive
+    after = datetime(2023, 1, 15, 8, 30)
+    assert [m.id for m in client.get_all(occurred_after=after)] == [recent.id]
+    assert client.memories.list(occurred_after=after, with_total=True).total == 1
 
 
 def test_bulk_forget_and_restore(client: Mnemos) -> None:
