@@ -38,8 +38,8 @@ pub struct RouterParts {
     pub identity: Gate,
 }
 
-/// The full router of the service. Layers, outermost first: tracing, panic → 500,
-/// request metrics, OpenAI's error envelope on the proxy's routes, the Host/Origin check, CORS (only with `server.allowed_origins`),
+/// The full router of the service. Layers, outermost first: tracing, the request id
+/// (`X-Request-Id` on every answer), panic → 500, request metrics, OpenAI's error envelope on the proxy's routes, the Host/Origin check, CORS (only with `server.allowed_origins`),
 /// the identity layer (API key → caller, 401 before routing), the JSON-only body intake
 /// (size and time limits), the extractors' body limit.
 pub fn router(parts: RouterParts) -> Router {
@@ -86,6 +86,9 @@ pub fn router(parts: RouterParts) -> Router {
         .layer(axum::middleware::from_fn(record_metrics))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
+        ))
+        .layer(axum::middleware::from_fn(
+            crate::http::identity::tag_request,
         ))
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }

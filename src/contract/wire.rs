@@ -886,6 +886,12 @@ pub struct ListResponse {
     pub total: Option<u64>,
 }
 
+/// The query of a route that takes no parameter: any parameter is refused naming it
+/// (a misspelt filter is never silently ignored).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoQuery {}
+
 /// Query naming an optional owner.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

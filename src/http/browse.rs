@@ -14,7 +14,7 @@ use crate::contract::browse::{
     NamespacesResponse, RetentionParams, RetentionResponse, SessionsParams, SessionsResponse,
 };
 use crate::contract::errors::ErrorBody;
-use crate::contract::wire::AgentParam;
+use crate::contract::wire::{AgentParam, NoQuery};
 
 /// The agents with memories the key may see, with their counts.
 #[utoipa::path(get, tag = "memories", path = "/v1/agents",
@@ -22,6 +22,7 @@ use crate::contract::wire::AgentParam;
 pub async fn agents(
     State(state): Shared,
     Authenticated(caller): Authenticated,
+    ApiQuery(_no_parameters): ApiQuery<NoQuery>,
 ) -> ApiResult<Json<AgentsResponse>> {
     Ok(Json(browse::agents(&state.runtime, &caller).await?))
 }
@@ -98,6 +99,7 @@ pub async fn sessions(
 pub async fn namespaces(
     State(state): Shared,
     Authenticated(caller): Authenticated,
+    ApiQuery(_no_parameters): ApiQuery<NoQuery>,
 ) -> ApiResult<Json<NamespacesResponse>> {
     Ok(Json(browse::namespaces(&state.runtime, &caller).await?))
 }

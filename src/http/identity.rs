@@ -39,7 +39,7 @@ pub const REQUEST_ID: &str = "x-request-id";
 
 /// The request's id: the client's `X-Request-Id` when it is 1–64 characters of
 /// letters, digits, `-`, `_`, `.`, else a new UUIDv7.
-fn request_id(request: &Request) -> String {
+pub fn request_id(request: &Request) -> String {
     request
         .headers()
         .get(REQUEST_ID)
@@ -51,6 +51,20 @@ fn request_id(request: &Request) -> String {
         })
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string())
+}
+
+/// Outermost layer: every request has an `X-Request-Id` (the client's when it is a
+/// plain token of at most 64 characters, else a fresh one) before anything can refuse
+/// it, and every answer carries it back, refusals included (Host guard 403, 401, 429).
+pub async fn tag_request(mut request: Request, next: Next) -> Response {
+    let id = request_id(&request);
+    if let Ok(value) = header::HeaderValue::from_str(&id) {
+        request.headers_mut().insert(REQUEST_ID, value.clone());
+        let mut response = next.run(request).await;
+        response.headers_mut().insert(REQUEST_ID, value);
+        return response;
+    }
+    next.run(request).await
 }
 
 /// The surface a path belongs to.

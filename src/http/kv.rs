@@ -15,6 +15,7 @@ use crate::contract::kv::{
     KvPutRestBody, KvSearchResponse, KvSearchRestBody, KvStatsBody, NamespaceConfigureBody,
     NamespaceConfigureResponse, NamespaceStatsView,
 };
+use crate::contract::wire::NoQuery;
 
 /// Create a KV namespace with a bound, or change its bound.
 #[utoipa::path(put, tag = "namespaces", path = "/v1/namespaces/{namespace}", params(("namespace" = String, Path)),
@@ -38,6 +39,7 @@ pub async fn namespace_stats(
     State(state): Shared,
     Authenticated(caller): Authenticated,
     Path(namespace): Path<String>,
+    ApiQuery(_no_parameters): ApiQuery<NoQuery>,
 ) -> ApiResult<Json<NamespaceStatsView>> {
     let body = KvStatsBody::of_path(namespace);
     Ok(Json(kv::kv_stats(&state.runtime, &caller, body).await?))
@@ -71,6 +73,7 @@ pub async fn get_entry(
     State(state): Shared,
     Authenticated(caller): Authenticated,
     Path((namespace, key)): Path<(String, String)>,
+    ApiQuery(_no_parameters): ApiQuery<NoQuery>,
 ) -> ApiResult<Json<KvEntryView>> {
     let body = KvKeyBody::of_path(namespace, key);
     Ok(Json(kv::kv_get(&state.runtime, &caller, body).await?))
@@ -84,6 +87,7 @@ pub async fn delete_entry(
     State(state): Shared,
     Authenticated(caller): Authenticated,
     Path((namespace, key)): Path<(String, String)>,
+    ApiQuery(_no_parameters): ApiQuery<NoQuery>,
 ) -> ApiResult<Json<KvDeleteResponse>> {
     let body = KvKeyBody::of_path(namespace, key);
     Ok(Json(kv::kv_delete(&state.runtime, &caller, body).await?))

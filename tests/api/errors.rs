@@ -414,3 +414,42 @@ async fn a_path_parameter_that_is_not_utf8_gets_the_contract_error() {
     .await;
     app.stop().await;
 }
+
+/// A query parameter a route does not take is refused naming it, on every route (a
+/// misspelt filter is never silently ignored).
+#[tokio::test]
+async fn an_unknown_query_parameter_is_refused_naming_it() {
+    let app = spawn_app().await;
+    let response = app
+        .client
+        .put(format!("{}/v1/namespaces/qq", app.address))
+        .json(&json!({"max_entries": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    for path in [
+        "/v1/namespaces/qq/stats?bogus=1",
+        "/v1/namespaces/qq/entries/k?bogus=1",
+        "/v1/namespaces?bogus=1",
+        "/v1/agents?bogus=1",
+        "/v1/memories?agent_id=a&bogus=1",
+    ] {
+        let response = app.get(path).await;
+        assert_error(
+            response,
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            Some("bogus"),
+        )
+        .await;
+    }
+    let response = app.delete("/v1/namespaces/qq/entries/k?bogus=1").await;
+    assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("bogus"),
+    )
+    .await;
+}

@@ -1299,6 +1299,37 @@ async fn every_memory_records_which_key_surface_session_and_request_wrote_it() {
         )
         .await;
     assert_eq!(made.headers()["x-request-id"].len(), 36);
+    // Refusals carry the request id too: before routing (no key, 401; a foreign Host,
+    // 403) and after (an unknown route, 404).
+    for (host, authorization, path, status) in [
+        (None, None, "/v1/memories", StatusCode::UNAUTHORIZED),
+        (
+            Some("evil.example"),
+            Some(bearer(&secrets[0])),
+            "/health",
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            None,
+            Some(bearer(&secrets[0])),
+            "/v1/nowhere",
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let mut request = app
+            .client
+            .get(format!("{}{path}", app.address))
+            .header("x-request-id", "refused-1");
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(authorization) = authorization {
+            request = request.header("authorization", authorization);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), status, "{path}");
+        assert_eq!(response.headers()["x-request-id"], "refused-1", "{path}");
+    }
     // extract_turn records its surface and session too.
     let mined = assert_status(
         app.send_as(
