@@ -177,7 +177,7 @@ mod tests {
     fn the_surfaces_depend_on_the_contract_and_never_on_each_other() {
         let rules: [(&str, &[&str]); 4] = [
             ("http", &["mcp", "proxy", "router", "app"]),
-            ("mcp.rs", &["http", "proxy", "router", "state", "app"]),
+            ("mcp", &["http", "proxy", "router", "state", "app"]),
             ("proxy", &["http", "mcp", "router", "state", "app"]),
             (
                 "contract",

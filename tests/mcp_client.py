@@ -211,6 +211,35 @@ async def exercise(session):
     check(gone["deleted"] == hidden["memory"]["id"], f"delete_memory: {gone}")
     await expect_error(session, "get_memory", {"agent_id": AGENT, "id": hidden["memory"]["id"]}, "not_found", "id")
 
+    # Memories as MCP resources of the connection's agent: listed, read, with history.
+    if DEFAULT_AGENT:
+        listed = await session.list_resources()
+        uris = [str(r.uri) for r in listed.resources]
+        check(f"mnemos://memories/{first_id}" in uris, f"resources/list: {uris}")
+        check(all(r.name for r in listed.resources), f"resources/list names: {listed.resources}")
+        read = await session.read_resource(f"mnemos://memories/{first_id}")
+        body = json.loads(read.contents[0].text)
+        check(body["id"] == first_id and body["content"].endswith("with honey"), f"resources/read: {body}")
+        versions = json.loads((await session.read_resource(f"mnemos://memories/{first_id}/history")).contents[0].text)
+        check(len(versions["versions"]) >= 1, f"resources/read history: {versions}")
+        templates = await session.list_resource_templates()
+        shapes = [attr(t, "uri_template", "uriTemplate") for t in attr(templates, "resource_templates", "resourceTemplates")]
+        check("mnemos://memories/{id}" in shapes, f"resources/templates/list: {shapes}")
+        try:
+            await session.read_resource("mnemos://memories/0190f0f0-0000-7000-8000-000000000000")
+        except _McpError as error:
+            check(error.error.code == -32002, f"a missing resource: JSON-RPC code {error.error.code}")
+        else:
+            raise AssertionError("a missing resource was read")
+        summary["resources"] = len(uris)
+    else:
+        try:
+            await session.list_resources()
+        except _McpError as error:
+            check("agent_id" in error.error.message, f"resources without an agent: {error.error.message}")
+        else:
+            raise AssertionError("resources/list without a connection agent answered")
+
     # KV namespaces: shared by name between nodes, LRU-bounded.
     put = await call(session, "kv_put", {
         "agent_id": "planner", "namespace": "crew", "key": "task:1", "value": {"owner": None, "goal": "draft release notes"},

@@ -196,6 +196,15 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"remember","arguments":{"agent_id":"raw","content":"stdout stays clean"}}}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}"#,
     ];
+    // Drain stderr while the session runs: debug logs fill a pipe nobody reads, and a
+    // server blocked on writing its logs answers nothing.
+    let mut errors = child.stderr.take().expect("stderr piped");
+    let logs = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut logs = Vec::new();
+        let _ = errors.read_to_end(&mut logs).await;
+        logs
+    });
     let mut stdin = child.stdin.take().expect("stdin piped");
     for request in requests {
         stdin
@@ -229,7 +238,8 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
         stdout.push_str(&line);
         stdout.push('\n');
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let logs = logs.await.unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&logs);
     assert!(
         output.status.success(),
         "exit {}; stderr:\n{stderr}",

@@ -28,7 +28,8 @@ use mnemos_actors::error::{ErrorCode, MemoryError};
 use mnemos_actors::Runtime;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ErrorData,
-    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    Implementation, JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
     ServerConfig, ServerJsonRpcMessage, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -46,6 +47,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::auth::{Caller, Surface};
+
+pub mod resources;
 use crate::contract::catalog::{call_tool, input_schemas};
 use crate::contract::errors::{mcp_error_code, ErrorDetail};
 
@@ -346,6 +349,26 @@ impl MnemosMcp {
             })
     }
 
+    /// Who reads a resource, and as which agent: the key's own, else the connection's
+    /// (`/mcp?agent_id=`, `mnemos mcp --agent`); a reader with neither is told how to
+    /// name one.
+    fn resource_reader(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Caller, Option<String>), ErrorData> {
+        let caller = self.caller_of(context).map_err(mcp_error)?;
+        if caller.agent.is_some() {
+            return Ok((caller, None));
+        }
+        match self.connection_agent(context) {
+            Some(agent) => Ok((caller, Some(agent))),
+            None => Err(mcp_error(MemoryError::invalid(
+                "agent_id",
+                "resources are one agent's memories: connect to /mcp?agent_id=<agent>, start `mnemos mcp --agent <agent>`, or use a key bound to one agent",
+            ))),
+        }
+    }
+
     /// The agent a call that names none acts as: the `agent_id` of the `/mcp` URL
     /// (`/mcp?agent_id=alice`), else the transport's default (`mnemos mcp --agent`).
     fn connection_agent(&self, context: &RequestContext<RoleServer>) -> Option<String> {
@@ -572,7 +595,12 @@ fn inline_refs(schema: &Value, components: &Value, depth: usize) -> Value {
 
 impl ServerHandler for MnemosMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
             .with_server_info(
                 Implementation::new("mnemos", env!("CARGO_PKG_VERSION"))
                     .with_title("mnemos memory"),
@@ -592,6 +620,35 @@ impl ServerHandler for MnemosMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let (caller, agent) = self.resource_reader(&context)?;
+        let cursor = request.and_then(|r| r.cursor);
+        resources::list(&self.runtime, &caller, agent, cursor).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let (caller, agent) = self.resource_reader(&context)?;
+        resources::read(&self.runtime, &caller, agent, &request.uri)
+            .await
+            .map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
