@@ -56,8 +56,54 @@ pub fn test_settings(data_dir: &Path) -> Settings {
 }
 
 /// True when the suite runs on PostgreSQL (`MNEMOS_TEST_BACKEND=postgres`).
+///
+/// When no PostgreSQL server answers at `MNEMOS_TEST_POSTGRES_URL`, the PostgreSQL half
+/// says SKIPPED once and runs on SQLite (a machine without the optional install still
+/// passes); under `CI` a missing server fails instead.
 pub fn on_postgres() -> bool {
-    std::env::var("MNEMOS_TEST_BACKEND").is_ok_and(|b| b == "postgres")
+    static REACHABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !std::env::var("MNEMOS_TEST_BACKEND").is_ok_and(|b| b == "postgres") {
+        return false;
+    }
+    *REACHABLE.get_or_init(|| {
+        let base = postgres_base_url();
+        let reachable = postgres_answers(&base);
+        if !reachable {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run PostgreSQL at {base} (MNEMOS_TEST_POSTGRES_URL) for MNEMOS_TEST_BACKEND=postgres"
+            );
+            skipped(
+                "the PostgreSQL half (MNEMOS_TEST_BACKEND=postgres)",
+                &format!("no PostgreSQL server answers at {base}; these tests ran on SQLite instead"),
+            );
+        }
+        reachable
+    })
+}
+
+/// Whether something accepts connections at the host and port of a `postgres://` URL.
+fn postgres_answers(url: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let authority = url
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let host_port = if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:5432")
+    };
+    host_port.to_socket_addrs().is_ok_and(|mut addresses| {
+        addresses.any(|address| {
+            std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(2))
+                .is_ok()
+        })
+    })
 }
 
 /// Under `MNEMOS_TEST_BACKEND=postgres`: the URL of this data directory's own schema on
