@@ -39,8 +39,98 @@ pub struct Services {
     pub store: Arc<dyn mnemos_actors::store::MemoryStore>,
     /// The same store as opened, for closing its pool.
     record: SystemOfRecord,
+    /// The configured embedder, when the stored vectors come from another model: what
+    /// `mnemos reindex --reembed` and `POST /v1/admin/reembed` re-embed with.
+    pub pending_embedder: Option<PendingEmbedder>,
     /// Held for the life of the process so two servers never share a data directory.
     _lock: DataDirLock,
+}
+
+/// The configured embedder waiting for a re-embedding, and how to build it again.
+#[derive(Clone)]
+pub struct PendingEmbedder {
+    /// The embedder the configuration names.
+    pub embedder: Arc<dyn Embedder>,
+    /// Its spec (`crate::embedding::spec_of`), recorded by the switch.
+    pub spec: String,
+}
+
+/// Which embedder serves the stored vectors: the configured one, or (after the
+/// configuration changed) the one that made them, with the configured one pending.
+async fn choose_embedder(
+    settings: &Settings,
+    store: &dyn mnemos_actors::store::MemoryStore,
+    allow_unavailable: bool,
+) -> anyhow::Result<(Arc<dyn Embedder>, Option<PendingEmbedder>)> {
+    let configured = crate::embedding::from_settings(&settings.embedding)
+        .await
+        .map_err(keyed_error)?;
+    let configured_key = mnemos_actors::runtime::model_key(configured.as_ref());
+    let spec = crate::embedding::spec_of(&settings.embedding).to_string();
+    let stored = store.meta("embedding_model").await.map_err(keyed_error)?;
+    let Some(stored) = stored.filter(|stored| *stored != configured_key) else {
+        if store
+            .meta("embedding_spec")
+            .await
+            .map_err(keyed_error)?
+            .as_deref()
+            != Some(spec.as_str())
+        {
+            store
+                .set_meta("embedding_spec", Some(&spec))
+                .await
+                .map_err(keyed_error)?;
+        }
+        return Ok((configured, None));
+    };
+    let pending = PendingEmbedder {
+        embedder: configured.clone(),
+        spec,
+    };
+    let recorded = store.meta("embedding_spec").await.map_err(keyed_error)?;
+    let stored_spec = recorded
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .or_else(|| crate::embedding::spec_of_model_key(&stored));
+    let rebuilt = match stored_spec
+        .as_ref()
+        .and_then(|spec| crate::embedding::settings_of_spec(spec, &settings.embedding))
+    {
+        Some(old) => match crate::embedding::from_settings(&old).await {
+            Ok(embedder) if mnemos_actors::runtime::model_key(embedder.as_ref()) == stored => {
+                Ok(embedder)
+            }
+            Ok(embedder) => Err(format!(
+                "its recorded settings now build {}",
+                mnemos_actors::runtime::model_key(embedder.as_ref())
+            )),
+            Err(error) => Err(error.message),
+        },
+        None => Err("the data directory does not say how it was built".to_string()),
+    };
+    match rebuilt {
+        Ok(old) => {
+            tracing::warn!(
+                stored = %stored,
+                configured = %configured_key,
+                "the stored vectors come from another embedding model than the configured one; \
+                 recall and writes use the stored model until `mnemos reindex --reembed` \
+                 (or POST /v1/admin/reembed) re-embeds every memory with the configured one"
+            );
+            Ok((old, Some(pending)))
+        }
+        Err(why) if allow_unavailable => {
+            let stand_in = crate::embedding::UnavailableEmbedder::for_key(&stored)
+                .ok_or_else(|| anyhow::anyhow!("embedding_model {stored:?} is unreadable"))?;
+            tracing::warn!(stored = %stored, %why, "the stored model cannot be built; only re-embedding works");
+            Ok((Arc::new(stand_in), Some(pending)))
+        }
+        Err(why) => Err(anyhow::anyhow!(
+            "embedding.provider: the stored vectors come from {stored}, which this configuration cannot build ({why}), \
+             and the configured embedder is {configured_key}; stop here and run `mnemos reindex --reembed` with this \
+             configuration to re-embed every memory with {configured_key} (the server can then start), or configure \
+             the embedder that made them"
+        )),
+    }
 }
 
 impl Services {
@@ -51,6 +141,16 @@ impl Services {
 
     /// Open the data directory and start the runtime.
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
+        Self::open_with(settings, false).await
+    }
+
+    /// Open for `mnemos reindex --reembed`: the runtime starts even when the stored
+    /// vectors' model cannot be built here (nothing but the re-embedding embeds then).
+    pub async fn open_for_reembed(settings: &Settings) -> anyhow::Result<Self> {
+        Self::open_with(settings, true).await
+    }
+
+    async fn open_with(settings: &Settings, allow_unavailable: bool) -> anyhow::Result<Self> {
         let lock = DataDirLock::acquire(&settings.data_dir)?;
         let record = SystemOfRecord::open(settings)
             .await
@@ -61,7 +161,8 @@ impl Services {
                 _ => anyhow::Error::msg(e),
             })?;
         let store = record.memories();
-        let embedder = crate::embedding::from_settings(&settings.embedding).map_err(keyed_error)?;
+        let (embedder, pending_embedder) =
+            choose_embedder(settings, store.as_ref(), allow_unavailable).await?;
         let (thought, arbiter) = crate::thought::from_settings(&settings.inner_thought);
         let projections = projections(settings, embedder.as_ref()).await?;
         let working = crate::working::from_settings(&settings.working)
@@ -87,6 +188,7 @@ impl Services {
             runtime,
             store,
             record,
+            pending_embedder,
             _lock: lock,
         })
     }
@@ -247,6 +349,8 @@ impl Application {
             keys: keys.clone(),
             authenticator: authenticator.clone(),
             public_metrics: auth.public_metrics,
+            pending_embedder: self.services.pending_embedder.clone(),
+            vector_projection: self.settings.vectors.backend == "qdrant",
         };
         let allowed_hosts = server.host_allow_list().to_vec();
         let end_mcp_sessions = tokio_util::sync::CancellationToken::new();

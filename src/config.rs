@@ -193,10 +193,28 @@ pub struct StorageSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingSettings {
-    /// `builtin` or `local`.
+    /// `static` (the default), `builtin` (hashing) or `local`.
     pub provider: String,
     /// Local model directory.
     pub model_dir: PathBuf,
+    /// A table made by `mnemos embedder distill` for `static`; empty: the compiled-in all-MiniLM-L6-v2 table.
+    pub static_table: PathBuf,
+    /// Model name: a Hugging Face id for `local` (resolved in the cache or downloaded), the request's `model` for `openai`.
+    pub model: String,
+    /// OpenAI-compatible API base for `openai` (…/v1).
+    pub base_url: String,
+    /// Bearer key for `openai`; empty: `OPENAI_API_KEY` (or none).
+    pub api_key: String,
+    /// Vector length asked of `openai` (`dimensions`) and expected; 0: the model's own.
+    pub dimensions: u32,
+    /// Texts per `openai` request.
+    pub batch_size: usize,
+    /// Budget of one `openai` attempt in milliseconds.
+    pub timeout_ms: u64,
+    /// Retries of an `openai` request after a 429, a 5xx, a timeout or a broken connection.
+    pub max_retries: u32,
+    /// Characters of a text sent to `openai` at most.
+    pub max_input_chars: usize,
     /// Builtin embedder dimension.
     pub builtin_dimension: usize,
     /// Embedding jobs run at once (0: one per core).
@@ -710,16 +728,40 @@ impl Settings {
     /// `[embedding]`: a known provider, its model directory, the built-in dimension.
     fn validate_embedding(&self) -> Result<(), ConfigError> {
         match self.embedding.provider.as_str() {
-            "builtin" => {}
+            "builtin" | "static" => {}
             "local" => {
-                if self.embedding.model_dir.as_os_str().is_empty() {
-                    return Err(bad("embedding.model_dir", "must name a sentence-transformers directory when embedding.provider = \"local\""));
+                if self.embedding.model_dir.as_os_str().is_empty() && self.embedding.model.is_empty() {
+                    return Err(bad("embedding.model", "must name a Hugging Face model (sentence-transformers/all-MiniLM-L6-v2), or embedding.model_dir a sentence-transformers directory, when embedding.provider = \"local\""));
+                }
+            }
+            "openai" => {
+                let url = &self.embedding.base_url;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(bad("embedding.base_url", "must be the http(s) URL of an OpenAI-compatible API ending in /v1 when embedding.provider = \"openai\""));
+                }
+                if self.embedding.model.trim().is_empty() {
+                    return Err(bad("embedding.model", "must name the embedding model when embedding.provider = \"openai\""));
+                }
+                if self.embedding.dimensions > 65_536 {
+                    return Err(bad("embedding.dimensions", "must be 0 (the model's own) to 65536"));
+                }
+                if !(1..=2048).contains(&self.embedding.batch_size) {
+                    return Err(bad("embedding.batch_size", "must be between 1 and 2048"));
+                }
+                if !(1..=600_000).contains(&self.embedding.timeout_ms) {
+                    return Err(bad("embedding.timeout_ms", "must be between 1 and 600000"));
+                }
+                if self.embedding.max_retries > 20 {
+                    return Err(bad("embedding.max_retries", "must be 0 to 20"));
+                }
+                if self.embedding.max_input_chars == 0 {
+                    return Err(bad("embedding.max_input_chars", "must be at least 1"));
                 }
             }
             other => {
                 return Err(bad(
                     "embedding.provider",
-                    format!("unknown provider {other:?}; use \"builtin\" or \"local\""),
+                    format!("unknown provider {other:?}; use \"static\", \"builtin\", \"local\" or \"openai\""),
                 ))
             }
         }

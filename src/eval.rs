@@ -474,6 +474,7 @@ async fn evaluate_in(
                     .with_context(|| format!("cannot create {}", path.display()))?,
             ),
             embedder: crate::embedding::from_settings(&settings.embedding)
+                .await
                 .map_err(|e| anyhow::anyhow!(e.message))?,
         }),
         None => None,

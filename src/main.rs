@@ -191,8 +191,13 @@ enum Command {
     /// and the in-process vector index.
     Reindex {
         /// Only this projection (`falkordb`, `vectors`); default every one.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "reembed")]
         projection: Option<String>,
+        /// Re-embed every memory with the configured embedding model and switch to it
+        /// (after [embedding] changed; resumable). Beside a running server use
+        /// POST /v1/admin/reembed instead.
+        #[arg(long)]
+        reembed: bool,
     },
     /// Apply database migrations and report the store's state.
     Migrate,
@@ -233,6 +238,19 @@ enum Command {
         #[command(subcommand)]
         suite: EvalSuite,
     },
+    /// Embedding models: distil a static table from a sentence-transformers model.
+    Embedder {
+        #[command(subcommand)]
+        action: EmbedderAction,
+    },
+}
+
+// What `mnemos embedder` does.
+#[derive(Subcommand)]
+enum EmbedderAction {
+    /// Distil a static embedding table (the default embedder's kind) from a
+    /// sentence-transformers BERT model directory.
+    Distill(cli::embedder::DistillArgs),
 }
 
 // What `mnemos keys` does.
@@ -311,6 +329,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Eval {
             suite: EvalSuite::Locomo(args),
         } => mnemos::eval::run_locomo(&settings, args, json).await?,
+        Command::Embedder {
+            action: EmbedderAction::Distill(args),
+        } => cli::embedder::distill(args, json)?,
         Command::Keys { action } => admin::keys(&settings, &caller, action, json).await?,
         Command::Audit { limit } => admin::audit(&settings, &caller, limit, json).await?,
         Command::Backup { file } => transfer::backup(&settings, &file, json).await?,
@@ -335,6 +356,12 @@ async fn main() -> anyhow::Result<()> {
                 },
             );
             services.close().await?;
+        }
+        Command::Reindex { reembed: true, .. } => {
+            let services = Services::open_for_reembed(&settings).await?;
+            let result = admin::reembed(&services, &caller, &settings, json).await;
+            services.close().await?;
+            result?;
         }
         command => {
             let services = Services::open(&settings).await?;
@@ -445,7 +472,7 @@ async fn run_command(
         Command::Erase { agent, tenant } => {
             admin::erase(services, caller, agent, tenant, json).await
         }
-        Command::Reindex { projection } => admin::reindex(runtime, projection, json).await,
+        Command::Reindex { projection, .. } => admin::reindex(runtime, projection, json).await,
         Command::Doctor { repair } => admin::doctor(services, repair, json).await,
         Command::Serve
         | Command::Mcp { .. }
@@ -455,6 +482,7 @@ async fn run_command(
         | Command::Backup { .. }
         | Command::Restore { .. }
         | Command::Bench(_)
+        | Command::Embedder { .. }
         | Command::Eval { .. } => {
             anyhow::bail!("handled before opening the data directory")
         }

@@ -35,4 +35,9 @@ pub struct AppState {
     pub authenticator: Option<Arc<Authenticator>>,
     /// `/metrics` and `/health`'s detail answer without an admin key (`auth.public_metrics`).
     pub public_metrics: bool,
+    /// The configured embedder when the stored vectors come from another model
+    /// (what `POST /v1/admin/reembed` re-embeds with).
+    pub pending_embedder: Option<crate::app::PendingEmbedder>,
+    /// A projection holds vectors (Qdrant): re-embedding is refused beside it.
+    pub vector_projection: bool,
 }

@@ -205,6 +205,56 @@ pub(crate) async fn archive(runtime: &Runtime, caller: &Caller, json: bool) -> a
 }
 
 /// `mnemos reindex`: rebuild the vector index and/or the external projections from SQL.
+/// `mnemos reindex --reembed`: every memory re-embedded with the configured model,
+/// with a progress bar, then the switch.
+pub(crate) async fn reembed(
+    services: &Services,
+    caller: &Caller,
+    settings: &mnemos::config::Settings,
+    json: bool,
+) -> anyhow::Result<()> {
+    let runtime = &services.runtime;
+    let Some(pending) = services.pending_embedder.clone() else {
+        let view = mnemos::contract::embedding::status(runtime, caller, None)
+            .await
+            .map_err(user_error)?;
+        print(json, &view, |v| {
+            format!(
+                "nothing to do: the stored vectors come from the configured model {}",
+                v.serving
+            )
+        });
+        return Ok(());
+    };
+    if settings.vectors.backend == "qdrant" {
+        anyhow::bail!(
+            "vectors.backend: re-embedding beside a Qdrant projection is not supported; set vectors.backend = \"embedded\" for it, then point vectors.collection at a new collection"
+        );
+    }
+    caller
+        .require(mnemos::auth::Scope::Admin)
+        .map_err(user_error)?;
+    let bar = mnemos::telemetry::progress(0, "re-embedding");
+    let status = runtime
+        .reembed(pending.embedder.clone(), pending.spec.clone(), &|status| {
+            bar.set_length(status.counts.total);
+            bar.set_position(status.counts.done);
+        })
+        .await
+        .map_err(user_error)?;
+    bar.finish_and_clear();
+    let view = mnemos::contract::embedding::ReembedView::of(status, Some(&pending));
+    print(json, &view, |v| {
+        format!(
+            "re-embedded {} memories; {} serves now (the switch paused requests {:.0} ms)",
+            v.embedded,
+            v.serving,
+            v.pause_ms.unwrap_or_default()
+        )
+    });
+    Ok(())
+}
+
 pub(crate) async fn reindex(
     runtime: &Runtime,
     projection: Option<String>,

@@ -4,6 +4,7 @@
 //! progress bars (on stderr, only when it is a terminal).
 
 pub(crate) mod admin;
+pub(crate) mod embedder;
 pub(crate) mod kv;
 pub(crate) mod memories;
 pub(crate) mod projects;

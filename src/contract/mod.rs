@@ -10,6 +10,7 @@
 
 pub mod browse;
 pub mod catalog;
+pub mod embedding;
 pub mod erase;
 pub mod errors;
 pub mod health;

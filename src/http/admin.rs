@@ -105,3 +105,40 @@ pub async fn erase_tenant(
     }
     Ok(Json(erased))
 }
+
+/// Start re-embedding every memory with the configured embedding model, in the
+/// background (the server's admin): the stored model serves until the switch.
+#[utoipa::path(post, tag = "admin", path = "/v1/admin/reembed",
+    responses((status = 202, body = crate::contract::embedding::ReembedView), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn start_reembed(
+    State(state): Shared,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<(StatusCode, Json<crate::contract::embedding::ReembedView>)> {
+    let view = crate::contract::embedding::start(
+        &state.runtime,
+        &caller,
+        state.pending_embedder.as_ref(),
+        state.vector_projection,
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(view)))
+}
+
+/// The progress of the current or last re-embedding (admins).
+#[utoipa::path(get, tag = "admin", path = "/v1/admin/reembed",
+    responses((status = 200, body = crate::contract::embedding::ReembedView),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn reembed_status(
+    State(state): Shared,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<Json<crate::contract::embedding::ReembedView>> {
+    Ok(Json(
+        crate::contract::embedding::status(
+            &state.runtime,
+            &caller,
+            state.pending_embedder.as_ref(),
+        )
+        .await?,
+    ))
+}

@@ -204,6 +204,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         )
         .route("/v1/admin/audit", get(admin::audit_log))
         .route(
+            "/v1/admin/reembed",
+            get(admin::reembed_status).post(admin::start_reembed),
+        )
+        .route(
             "/v1/agents/{agent}",
             axum::routing::delete(admin::erase_agent),
         )

@@ -14,9 +14,9 @@ use mnemos_actors::model::{
 };
 use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{
-    ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery, MemoryStore,
-    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoreCondition, StoredMemory,
-    FORGET_REASONS,
+    unknown_meta_key, ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery,
+    MemoryStore, NextEmbedding, OutboxBounds, OutboxEntry, ReembedCounts, ReembedRow,
+    SessionArchive, SessionCompaction, StoreCondition, StoredMemory, FORGET_REASONS, META_KEYS,
 };
 
 use super::dialect::{commit, one_row, rows, run, update_record, Dialect, SqlStore};
@@ -325,6 +325,111 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         };
         self.all_readable(&statement, "memories", key, map::embedding_record)
             .await
+    }
+
+    async fn meta(&self, key: &str) -> MemoryResult<Option<String>> {
+        if !META_KEYS.contains(&key) {
+            return Err(unknown_meta_key(key));
+        }
+        self.row(&Statement::new(sql::META, [Arg::Text(key)]))
+            .await?
+            .map(|row| row.text("value"))
+            .transpose()
+    }
+
+    async fn set_meta(&self, key: &str, value: Option<&str>) -> MemoryResult<()> {
+        if !META_KEYS.contains(&key) {
+            return Err(unknown_meta_key(key));
+        }
+        let statement = match value {
+            Some(value) => Statement::new(sql::SET_META, [Arg::Text(key), Arg::Text(value)]),
+            None => Statement::new(sql::DELETE_META, [Arg::Text(key)]),
+        };
+        self.run_alone(&statement).await?;
+        Ok(())
+    }
+
+    async fn reembed_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ReembedRow>> {
+        let statement = Statement::new(
+            sql::REEMBED_PAGE,
+            [
+                Arg::Text(after.map(MemoryId::as_str).unwrap_or("")),
+                Arg::Integer(limit as i64),
+            ],
+        );
+        let key = |row: &D::Row| row.text("id").unwrap_or_default();
+        self.all_readable(&statement, "memories", key, |row| {
+            Ok(ReembedRow {
+                id: MemoryId(row.text("id")?),
+                title: row.optional_text("title")?,
+                content: row.text("content")?,
+                next_hash: row.optional_text("source_hash")?,
+            })
+        })
+        .await
+    }
+
+    async fn put_next_embeddings(&self, rows: &[NextEmbedding]) -> MemoryResult<()> {
+        let mut tx = self.write_transaction().await?;
+        for row in rows {
+            let put = Statement::new(
+                sql::PUT_NEXT_EMBEDDING,
+                [
+                    Arg::Text(row.id.as_str()),
+                    Arg::Vector(&row.vector),
+                    Arg::Text(&row.source_hash),
+                ],
+            );
+            run::<D>(&mut tx, &put).await?;
+        }
+        commit(tx).await
+    }
+
+    async fn reembed_counts(&self) -> MemoryResult<ReembedCounts> {
+        let mut conn = self.connection().await?;
+        let row = one_row::<D>(&mut conn, &Statement::new(sql::REEMBED_COUNTS, [])).await?;
+        Ok(ReembedCounts {
+            total: row.integer("total")?.max(0) as u64,
+            done: row.integer("done")?.max(0) as u64,
+        })
+    }
+
+    async fn switch_embeddings(&self, model: &str, spec: &str) -> MemoryResult<u64> {
+        let mut tx = self.write_transaction().await?;
+        let missing = one_row::<D>(&mut tx, &Statement::new(sql::REEMBED_MISSING, []))
+            .await?
+            .integer("missing")?;
+        if missing > 0 {
+            return Err(MemoryError::conflict(format!(
+                "{missing} memories have no vector of the new model yet"
+            )));
+        }
+        let replaced = run::<D>(&mut tx, &Statement::new(sql::SWAP_IN_NEXT_EMBEDDINGS, [])).await?;
+        run::<D>(&mut tx, &Statement::new(sql::CLEAR_NEXT_EMBEDDINGS, [])).await?;
+        for (key, value) in [("embedding_model", model), ("embedding_spec", spec)] {
+            run::<D>(
+                &mut tx,
+                &Statement::new(sql::SET_META, [Arg::Text(key), Arg::Text(value)]),
+            )
+            .await?;
+        }
+        run::<D>(
+            &mut tx,
+            &Statement::new(sql::DELETE_META, [Arg::Text("reembed_target")]),
+        )
+        .await?;
+        commit(tx).await?;
+        Ok(replaced)
+    }
+
+    async fn clear_next_embeddings(&self) -> MemoryResult<()> {
+        self.run_alone(&Statement::new(sql::CLEAR_NEXT_EMBEDDINGS, []))
+            .await?;
+        Ok(())
     }
 
     async fn count(&self) -> MemoryResult<u64> {

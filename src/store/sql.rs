@@ -205,6 +205,13 @@ pub fn id_texts(ids: &[MemoryId]) -> impl Iterator<Item = &str> {
 pub const KEYWORD_TERMS: &str = "SELECT value FROM store_meta WHERE key = 'keyword_terms'";
 /// The embedding model (`model|dimension`) the stored vectors come from.
 pub const EMBEDDING_MODEL: &str = "SELECT value FROM store_meta WHERE key = 'embedding_model'";
+/// One bookkeeping value by key.
+pub const META: &str = "SELECT value FROM store_meta WHERE key = $1";
+/// Record a bookkeeping value (`$1` key, `$2` value), replacing the one it had.
+pub const SET_META: &str = "INSERT INTO store_meta (key, value) VALUES ($1, $2) \
+     ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+/// Remove a bookkeeping value.
+pub const DELETE_META: &str = "DELETE FROM store_meta WHERE key = $1";
 
 // ---------------------------------------------------------------------------------------
 // memories
@@ -495,6 +502,29 @@ pub const EMBEDDINGS_WHERE: &str = "SELECT memory_id, vector FROM memory_embeddi
 pub const EMBEDDINGS_PAGE: &str = "SELECT m.id, m.agent_id, m.memory_type, m.shared, e.vector \
      FROM memories m JOIN memory_embeddings e ON e.memory_id = m.id \
      WHERE m.status = 'active' AND m.id > $1 ORDER BY m.id LIMIT $2";
+
+/// A page of the memories with a vector after `$1` (limit `$2`), with the source hash of
+/// their next-model vector (a re-embedding's work list).
+pub const REEMBED_PAGE: &str = "SELECT m.id, m.title, m.content, n.source_hash \
+     FROM memories m JOIN memory_embeddings e ON e.memory_id = m.id \
+     LEFT JOIN memory_embeddings_next n ON n.memory_id = m.id \
+     WHERE m.id > $1 ORDER BY m.id LIMIT $2";
+/// Store a next-model vector (`$1` id, `$2` vector, `$3` source hash) of a memory that exists.
+pub const PUT_NEXT_EMBEDDING: &str = "INSERT INTO memory_embeddings_next (memory_id, vector, source_hash) \
+     SELECT id, $2, $3 FROM memories WHERE id = $1 \
+     ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector, source_hash = excluded.source_hash";
+/// Memories with a vector (`total`) and of them with a next-model vector (`done`).
+pub const REEMBED_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM memory_embeddings) AS total, \
+     (SELECT COUNT(*) FROM memory_embeddings_next n \
+      JOIN memory_embeddings e ON e.memory_id = n.memory_id) AS done";
+/// Memories with a vector but no next-model vector.
+pub const REEMBED_MISSING: &str = "SELECT COUNT(*) AS missing FROM memory_embeddings e \
+     LEFT JOIN memory_embeddings_next n ON n.memory_id = e.memory_id WHERE n.memory_id IS NULL";
+/// Every vector replaced by its next-model vector.
+pub const SWAP_IN_NEXT_EMBEDDINGS: &str = "UPDATE memory_embeddings SET vector = \
+     (SELECT n.vector FROM memory_embeddings_next n WHERE n.memory_id = memory_embeddings.memory_id)";
+/// Forget every next-model vector.
+pub const CLEAR_NEXT_EMBEDDINGS: &str = "DELETE FROM memory_embeddings_next";
 
 // ---------------------------------------------------------------------------------------
 // consolidation runs, session archives, leases, outbox

@@ -509,6 +509,8 @@ async fn commit_cluster(
             now,
         )
     };
+    // One model from embedding until the knowledge is stored and indexed.
+    let _model_gate = args.vectors.hold().await;
     let embedding = args.vectors.embed_one(&derived.content).await?;
     let edges: Vec<Association> = sources
         .iter()
@@ -800,6 +802,7 @@ async fn archive_session(
             now,
         )
     };
+    let model_gate = args.vectors.hold().await;
     let embedding = args.vectors.embed_one(&summary.content).await?;
     let written = args
         .episodic
@@ -816,6 +819,7 @@ async fn archive_session(
     args.vectors
         .project(&[index_entry(&summary, embedding)], &[])
         .await;
+    drop(model_gate);
     let cleared = args.working.clear(&idle.agent_id, &idle.session_id).await?;
     Ok(Some(ArchivedSession {
         report: serde_json::json!({
@@ -1315,6 +1319,34 @@ mod tests {
         }
         async fn count(&self) -> MemoryResult<u64> {
             self.inner.count().await
+        }
+        async fn meta(&self, key: &str) -> MemoryResult<Option<String>> {
+            self.inner.meta(key).await
+        }
+        async fn set_meta(&self, key: &str, value: Option<&str>) -> MemoryResult<()> {
+            self.inner.set_meta(key, value).await
+        }
+        async fn reembed_page(
+            &self,
+            after: Option<&MemoryId>,
+            limit: usize,
+        ) -> MemoryResult<Vec<crate::store::ReembedRow>> {
+            self.inner.reembed_page(after, limit).await
+        }
+        async fn put_next_embeddings(
+            &self,
+            rows: &[crate::store::NextEmbedding],
+        ) -> MemoryResult<()> {
+            self.inner.put_next_embeddings(rows).await
+        }
+        async fn reembed_counts(&self) -> MemoryResult<crate::store::ReembedCounts> {
+            self.inner.reembed_counts().await
+        }
+        async fn switch_embeddings(&self, model: &str, spec: &str) -> MemoryResult<u64> {
+            self.inner.switch_embeddings(model, spec).await
+        }
+        async fn clear_next_embeddings(&self) -> MemoryResult<()> {
+            self.inner.clear_next_embeddings().await
         }
         async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {
             self.inner.record_run(run).await

@@ -23,7 +23,8 @@ use crate::model::{
 };
 use crate::store::{
     ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery, MemoryStore,
-    OutboxBounds, OutboxEntry, SessionArchive, SessionCompaction, StoreCondition, StoredMemory,
+    NextEmbedding, OutboxBounds, OutboxEntry, ReembedCounts, ReembedRow, SessionArchive,
+    SessionCompaction, StoreCondition, StoredMemory,
 };
 use crate::supervisor::InjectedFault;
 use crate::transfer::{
@@ -165,6 +166,25 @@ pub enum WriteOp {
         dimension: usize,
         reply: Reply<()>,
     },
+    /// Record or remove a bookkeeping value.
+    SetMeta {
+        key: &'static str,
+        value: Option<String>,
+        reply: Reply<()>,
+    },
+    /// Store vectors of the next embedding model.
+    PutNextEmbeddings {
+        rows: Vec<NextEmbedding>,
+        reply: Reply<()>,
+    },
+    /// Swap every vector for its next-model vector and record the new model.
+    SwitchEmbeddings {
+        model: String,
+        spec: String,
+        reply: Reply<u64>,
+    },
+    /// Forget every next-model vector.
+    ClearNextEmbeddings { reply: Reply<()> },
 }
 
 /// Reads of the system of record.
@@ -220,6 +240,19 @@ pub enum ReadOp {
         limit: usize,
         reply: Reply<Vec<EmbeddingRecord>>,
     },
+    /// A bookkeeping value.
+    Meta {
+        key: &'static str,
+        reply: Reply<Option<String>>,
+    },
+    /// A page of a re-embedding's work list.
+    ReembedPage {
+        after: Option<MemoryId>,
+        limit: usize,
+        reply: Reply<Vec<ReembedRow>>,
+    },
+    /// How far a re-embedding is.
+    ReembedCounts { reply: Reply<ReembedCounts> },
     /// BM25 search.
     KeywordSearch {
         query: KeywordQuery,
@@ -537,6 +570,18 @@ async fn write(store: &dyn MemoryStore, op: WriteOp) {
         } => {
             let _ = reply.send(store.check_embedding_model(&model_id, dimension).await);
         }
+        WriteOp::SetMeta { key, value, reply } => {
+            let _ = reply.send(store.set_meta(key, value.as_deref()).await);
+        }
+        WriteOp::PutNextEmbeddings { rows, reply } => {
+            let _ = reply.send(store.put_next_embeddings(&rows).await);
+        }
+        WriteOp::SwitchEmbeddings { model, spec, reply } => {
+            let _ = reply.send(store.switch_embeddings(&model, &spec).await);
+        }
+        WriteOp::ClearNextEmbeddings { reply } => {
+            let _ = reply.send(store.clear_next_embeddings().await);
+        }
     }
 }
 
@@ -579,6 +624,17 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
         } => answer_in_task(reply, async move {
             store.embeddings_page(after.as_ref(), limit).await
         }),
+        ReadOp::Meta { key, reply } => answer_in_task(reply, async move { store.meta(key).await }),
+        ReadOp::ReembedPage {
+            after,
+            limit,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.reembed_page(after.as_ref(), limit).await
+        }),
+        ReadOp::ReembedCounts { reply } => {
+            answer_in_task(reply, async move { store.reembed_counts().await })
+        }
         ReadOp::KeywordSearch { query, reply } => {
             answer_in_task(reply, async move { store.keyword_search(&query).await })
         }
@@ -1019,6 +1075,59 @@ impl EpisodicHandle {
             reply,
         })
         .await
+    }
+
+    /// A bookkeeping value of the store (`embedding_model`, `embedding_spec`, `reembed_target`).
+    pub async fn meta(&self, key: &'static str) -> MemoryResult<Option<String>> {
+        self.read(|reply| ReadOp::Meta { key, reply }).await
+    }
+    /// Record (or with `None` remove) a bookkeeping value.
+    pub async fn set_meta(&self, key: &'static str, value: Option<&str>) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::SetMeta {
+            key,
+            value: value.map(str::to_string),
+            reply,
+        })
+        .await
+    }
+    /// A page of every memory with a vector, after `after` (a re-embedding's work list).
+    pub async fn reembed_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ReembedRow>> {
+        self.read(|reply| ReadOp::ReembedPage {
+            after: after.cloned(),
+            limit,
+            reply,
+        })
+        .await
+    }
+    /// How far a re-embedding is.
+    pub async fn reembed_counts(&self) -> MemoryResult<ReembedCounts> {
+        self.read(|reply| ReadOp::ReembedCounts { reply }).await
+    }
+    /// Store vectors of the next embedding model.
+    pub async fn put_next_embeddings(&self, rows: &[NextEmbedding]) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::PutNextEmbeddings {
+            rows: rows.to_vec(),
+            reply,
+        })
+        .await
+    }
+    /// Swap every vector for its next-model one and record `model` and `spec` (one transaction).
+    pub async fn switch_embeddings(&self, model: &str, spec: &str) -> MemoryResult<u64> {
+        self.write(|reply| WriteOp::SwitchEmbeddings {
+            model: model.to_string(),
+            spec: spec.to_string(),
+            reply,
+        })
+        .await
+    }
+    /// Forget every next-model vector.
+    pub async fn clear_next_embeddings(&self) -> MemoryResult<()> {
+        self.write(|reply| WriteOp::ClearNextEmbeddings { reply })
+            .await
     }
 
     /// One memory.

@@ -54,6 +54,12 @@ pub enum VectorsMsg {
     },
     /// Rebuild the index from the system of record.
     Rebuild { reply: Reply<usize> },
+    /// Embed with `embedder` from now on and rebuild the index from the store, which
+    /// now holds its vectors (the end of a re-embedding, under the exclusive gate).
+    Switch {
+        embedder: Arc<dyn Embedder>,
+        reply: Reply<usize>,
+    },
     /// What the index holds.
     Status { reply: Reply<IndexStatus> },
     /// Test hook: fail the actor as if its state were broken.
@@ -79,11 +85,37 @@ pub struct IndexStatus {
     pub vectors: usize,
 }
 
+/// The embedder in use. A re-embedding swaps it; the supervisor's copy of the
+/// arguments shares it, so a restarted actor embeds with the current one.
+#[derive(Clone)]
+pub struct EmbedderSlot(Arc<std::sync::RwLock<Arc<dyn Embedder>>>);
+
+impl EmbedderSlot {
+    /// A slot holding `embedder`.
+    pub fn new(embedder: Arc<dyn Embedder>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(embedder)))
+    }
+    /// The embedder in use now.
+    pub fn current(&self) -> Arc<dyn Embedder> {
+        match self.0.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+    /// Use `embedder` from now on.
+    fn replace(&self, embedder: Arc<dyn Embedder>) {
+        match self.0.write() {
+            Ok(mut guard) => *guard = embedder,
+            Err(poisoned) => *poisoned.into_inner() = embedder,
+        }
+    }
+}
+
 /// Start-up arguments (kept by the supervisor and reused on restart).
 #[derive(Clone)]
 pub struct VectorsArgs {
-    /// The embedding model.
-    pub embedder: Arc<dyn Embedder>,
+    /// The embedding model (swapped by a re-embedding).
+    pub embedder: EmbedderSlot,
     /// The index (survives actor restarts; rebuilt on start).
     pub index: Arc<dyn VectorIndex>,
     /// The system of record, where embeddings are stored durably.
@@ -96,8 +128,8 @@ pub struct VectorsArgs {
 
 /// The actor's state.
 pub struct VectorsState {
-    /// The embedding model.
-    embedder: Arc<dyn Embedder>,
+    /// The embedding model (shared with the arguments, swapped by `Switch`).
+    embedder: EmbedderSlot,
     /// The index.
     index: Arc<dyn VectorIndex>,
     /// The system of record, read by rebuilds.
@@ -278,16 +310,13 @@ impl Actor for VectorsActor {
         _myself: VectorsRef,
         args: VectorsArgs,
     ) -> Result<VectorsState, ActorProcessingErr> {
+        let embedder = args.embedder.current();
         args.episodic
-            .check_embedding_model(args.embedder.model_id(), args.embedder.dimension())
+            .check_embedding_model(embedder.model_id(), embedder.dimension())
             .await?;
         let started = std::time::Instant::now();
-        let count = rebuild_index(
-            &args.episodic,
-            args.index.as_ref(),
-            args.embedder.dimension(),
-        )
-        .await?;
+        let count =
+            rebuild_index(&args.episodic, args.index.as_ref(), embedder.dimension()).await?;
         tracing::info!(
             vectors = count,
             took_ms = started.elapsed().as_millis() as u64,
@@ -314,7 +343,7 @@ impl Actor for VectorsActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             VectorsMsg::Embed { texts, reply } => {
-                let (embedder, queue) = (state.embedder.clone(), state.queue.clone());
+                let (embedder, queue) = (state.embedder.current(), state.queue.clone());
                 tokio::spawn(async move {
                     let _ = reply.send(embed_queued(embedder, texts, queue).await);
                 });
@@ -348,19 +377,22 @@ impl Actor for VectorsActor {
                 let _ = reply.send(Ok(()));
             }
             VectorsMsg::Rebuild { reply } => {
-                let result = rebuild_index(
-                    &state.episodic,
-                    state.index.as_ref(),
-                    state.embedder.dimension(),
-                )
-                .await;
+                let dimension = state.embedder.current().dimension();
+                let result = rebuild_index(&state.episodic, state.index.as_ref(), dimension).await;
+                let _ = reply.send(result);
+            }
+            VectorsMsg::Switch { embedder, reply } => {
+                let dimension = embedder.dimension();
+                state.embedder.replace(embedder);
+                let result = rebuild_index(&state.episodic, state.index.as_ref(), dimension).await;
                 let _ = reply.send(result);
             }
             VectorsMsg::Status { reply } => {
+                let embedder = state.embedder.current();
                 let _ = reply.send(Ok(IndexStatus {
                     backend: state.index.backend_name().to_string(),
-                    model: state.embedder.model_id().to_string(),
-                    dimension: state.embedder.dimension(),
+                    model: embedder.model_id().to_string(),
+                    dimension: embedder.dimension(),
                     vectors: state.index.len(),
                 }));
             }
@@ -370,17 +402,45 @@ impl Actor for VectorsActor {
     }
 }
 
+/// Held (shared) by everything that embeds and then stores or searches, and
+/// exclusively by the switch at the end of a re-embedding: nobody can embed with one
+/// model and store or search among the vectors of the other.
+pub type VectorGuard = tokio::sync::OwnedRwLockReadGuard<()>;
+
 /// The typed handle of the vector actor (retries while it restarts).
 #[derive(Clone)]
 pub struct VectorsHandle {
     /// Finds the running vector actor.
     pub(crate) caller: Caller<VectorsMsg>,
+    /// The model gate (see [`VectorGuard`]), shared by every clone of the handle.
+    pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
     /// Time allowed per text on top of the call timeout before an embedding is given up
     /// (a guard against a hung embedder; real work is never cut short by a fixed bound).
     pub(crate) time_per_text: std::time::Duration,
 }
 
 impl VectorsHandle {
+    /// Hold the model gate while embedding and then storing or searching: the model
+    /// cannot change in between.
+    pub async fn hold(&self) -> VectorGuard {
+        self.gate.clone().read_owned().await
+    }
+    /// Take the model gate exclusively (the switch of a re-embedding): waits for every
+    /// holder to finish and keeps new ones waiting until dropped.
+    pub async fn exclusive(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.gate.clone().write_owned().await
+    }
+    /// Embed with `embedder` from now on; the index is rebuilt from the store (call
+    /// with the gate held exclusively, after the store switched its vectors).
+    pub async fn switch(&self, embedder: Arc<dyn Embedder>) -> MemoryResult<usize> {
+        let allowance = self.caller.call_timeout() * 20;
+        self.caller
+            .ask_within(Some(allowance), |reply| VectorsMsg::Switch {
+                embedder: embedder.clone(),
+                reply,
+            })
+            .await
+    }
     /// Embed texts (on blocking threads), in order. Waits as long as the work takes:
     /// the call timeout plus `time_per_text` for each text.
     pub async fn embed(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {

@@ -11,6 +11,7 @@ pub mod extraction;
 pub mod fusion;
 pub mod lru;
 pub mod recall;
+pub mod reembed;
 pub mod retention;
 pub mod routing;
 pub mod schedule;

@@ -139,6 +139,7 @@ pub(super) async fn change(
         rescreen(&rt.inner.config.screening, &mut next)?;
     }
     let content_changed = next.content != current.content || next.title != current.title;
+    let _model_gate = actors.vectors.hold().await;
     let embedding = if content_changed {
         Some(actors.vectors.embed_one(&embedding_text(&next)).await?)
     } else {

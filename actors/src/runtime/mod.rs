@@ -13,6 +13,7 @@
 //! | sessions | [`sessions`] |
 //! | projects | [`projects`] |
 //! | KV namespaces | [`kv`] |
+//! | re-embedding with another model | [`reembed`] |
 //!
 //! Ordering of a write: embed → system of record (the acknowledgement point) →
 //! projections (vector index, working window). A projection that misses a write
@@ -29,6 +30,7 @@ mod projected;
 mod projects;
 mod question_vectors;
 mod recall;
+mod reembed;
 mod remember;
 mod sessions;
 mod sleep;
@@ -56,6 +58,7 @@ pub use memories::ForgetTarget;
 pub use projected::ReadSource;
 pub use projects::ProjectInput;
 pub use recall::{RecallHit, RecallInput, RecallOutcome, RANKED_COMPONENT};
+pub use reembed::{model_key, ReembedPhase, ReembedStatus};
 pub use remember::{embedding_text, RememberInput, RememberOutcome, Routing};
 pub use sessions::{
     CompactionReport, PostedMessages, SessionMessageInput, SessionView, SESSION_COMPACTION_TAG,
@@ -72,7 +75,7 @@ use crate::actors::namespaces::{NamespacesActor, NamespacesArgs, NamespacesHandl
 use crate::actors::projector::{
     ActorSource, ProjectionStatus, ProjectorActor, ProjectorArgs, ProjectorHandle, Watermarks,
 };
-use crate::actors::vectors::{VectorsActor, VectorsArgs, VectorsHandle};
+use crate::actors::vectors::{EmbedderSlot, VectorsActor, VectorsArgs, VectorsHandle};
 use crate::actors::working::{WorkingActor, WorkingArgs, WorkingHandle};
 use crate::actors::Caller;
 use crate::clock::Clock;
@@ -167,6 +170,8 @@ struct RuntimeInner {
     question_vectors: std::sync::Mutex<question_vectors::QuestionVectors>,
     /// The latencies of recent recalls, for the percentiles `/health` reports.
     recall_latency: std::sync::Mutex<crate::policy::stats::LatencyWindow>,
+    /// The current or last re-embedding (one at a time).
+    reembed: reembed::ReembedTracker,
     /// The consolidator's arguments, for tests that run a sleep-cycle step directly.
     #[cfg_attr(not(test), allow(dead_code))]
     sleep_args: ConsolidatorArgs,
@@ -182,6 +187,7 @@ impl Runtime {
             episodic: EpisodicHandle(Caller::new(directory.clone(), ChildKind::Episodic, timeout)),
             vectors: VectorsHandle {
                 caller: Caller::new(directory.clone(), ChildKind::Vectors, timeout),
+                gate: Default::default(),
                 time_per_text: config.embedding.time_per_text,
             },
             graph: GraphHandle(Caller::new(directory.clone(), ChildKind::Graph, timeout)),
@@ -244,6 +250,7 @@ impl Runtime {
                 recall_latency: std::sync::Mutex::new(crate::policy::stats::LatencyWindow::new(
                     2048,
                 )),
+                reembed: Default::default(),
                 actors,
                 sleep_args,
                 config,
@@ -882,7 +889,7 @@ fn child_specs(
             ChildKind::Vectors,
             VectorsActor,
             VectorsArgs {
-                embedder: parts.embedder.clone(),
+                embedder: EmbedderSlot::new(parts.embedder.clone()),
                 index: parts.vectors.clone(),
                 episodic: actors.episodic.clone(),
                 embed_concurrency: config.embedding.concurrency,

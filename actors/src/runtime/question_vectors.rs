@@ -41,6 +41,11 @@ impl QuestionVectors {
         })
     }
 
+    /// Forget every vector (the embedding model changed).
+    pub(super) fn clear(&mut self) {
+        self.entries.clear();
+    }
+
     /// Keep `vector` for `text`, dropping the least recently used question when full.
     pub(super) fn put(&mut self, text: &str, vector: Arc<Vec<f32>>) {
         if self.capacity == 0 || text.len() > MAX_QUESTION_BYTES {

@@ -209,6 +209,8 @@ struct Scored {
 /// Recall (see the module documentation).
 pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<RecallOutcome> {
     let started = Instant::now();
+    // The question is embedded and compared with one model throughout.
+    let _model_gate = rt.actors().vectors.hold().await;
     let plan = plan(rt, &input).await?;
     let mut timings = Timings::default();
     let Retrieved {

@@ -82,10 +82,7 @@ pub struct RememberOutcome {
 
 /// The text a memory is embedded from: its title (if any) and content.
 pub fn embedding_text(memory: &Memory) -> String {
-    match &memory.title {
-        Some(title) if !title.is_empty() => format!("{title}\n{}", memory.content),
-        _ => memory.content.clone(),
-    }
+    crate::policy::reembed::embedded_text(memory.title.as_deref(), &memory.content)
 }
 
 /// The index entry of a memory with `vector`.
@@ -258,6 +255,9 @@ async fn remember_many(
         .acquire(hashes.iter().map(|h| format!("{agent}\u{1f}{h}")).collect())
         .await;
     let actors = rt.actors();
+    // Held from embedding until the vectors are stored and indexed (not while
+    // superseding, which holds it itself): the model cannot change in between.
+    let model_gate = actors.vectors.hold().await;
     // Look up exact duplicates while embedding everything: exact duplicates are rare, the saved round trip is not.
     let texts: Vec<String> = built.iter().map(|(m, _)| embedding_text(m)).collect();
     let (stored, embeddings) = tokio::join!(
@@ -281,6 +281,7 @@ async fn remember_many(
     if !records.is_empty() {
         store(rt, agent, &mut batch, &mut records, &mut superseded).await?;
     }
+    drop(model_gate);
     let stored: Vec<&Memory> = records.iter().map(|r| &r.memory).collect();
     push_working(rt, agent, &stored, now).await;
     let superseded_by = supersede(rt, agent, &batch.built, superseded, now).await?;

@@ -334,6 +334,7 @@ impl Runtime {
             source: None,
             version: 1,
         };
+        let _model_gate = self.actors().vectors.hold().await;
         let embedding = self
             .actors()
             .vectors

@@ -301,14 +301,16 @@ pub(super) async fn import(
     mut records: Vec<TransferRecord>,
 ) -> MemoryResult<Vec<ImportOutcome>> {
     let actors = rt.actors();
-    let dimension = actors
-        .vectors
-        .status()
-        .await
-        .map(|s| s.dimension)
-        .unwrap_or(0);
     let mut outcomes = Vec::with_capacity(records.len());
     for batch in records.chunks_mut(IMPORT_BATCH) {
+        // One model from the dimension check until the batch is stored and indexed.
+        let _model_gate = actors.vectors.hold().await;
+        let dimension = actors
+            .vectors
+            .status()
+            .await
+            .map(|s| s.dimension)
+            .unwrap_or(0);
         // Memories stored already are left as they are: nothing to embed for them.
         let ids: Vec<_> = batch
             .iter()

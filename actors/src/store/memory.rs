@@ -11,9 +11,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    Collection, ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession, KeywordQuery,
-    ListQuery, MemoryStore, SessionArchive, SessionCompaction, StoredMemory, VectorIndex,
-    VectorQuery, WorkingItem, WorkingStore,
+    unknown_meta_key, Collection, ConsolidationCommit, EmbeddingRecord, GraphStore, IdleSession,
+    KeywordQuery, ListQuery, MemoryStore, NextEmbedding, ReembedCounts, ReembedRow, SessionArchive,
+    SessionCompaction, StoredMemory, VectorIndex, VectorQuery, WorkingItem, WorkingStore,
+    META_KEYS,
 };
 use crate::embedding::dot;
 use crate::error::{MemoryError, MemoryResult};
@@ -57,12 +58,41 @@ pub struct InMemoryMemoryStore {
     leases: Mutex<BTreeMap<String, Lease>>,
     /// Session logs: each session's state and its messages, oldest first.
     sessions: Mutex<BTreeMap<(AgentId, SessionId), SessionLog>>,
+    /// Bookkeeping values other than the model (`embedding_spec`, `reembed_target`).
+    meta: Mutex<BTreeMap<String, String>>,
+    /// Vectors of the next embedding model and their source hashes, by memory.
+    next: Mutex<BTreeMap<MemoryId, (Vec<f32>, String)>>,
 }
 
 impl InMemoryMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+}
+
+impl InMemoryMemoryStore {
+    /// Replace every vector by its next-model one, or refuse when one is missing.
+    fn swap_in_next_embeddings(&self) -> MemoryResult<u64> {
+        let mut rows = self.rows.write().map_err(lock_error)?;
+        let mut next = self.next.lock().map_err(lock_error)?;
+        let missing = rows
+            .iter()
+            .filter(|(id, r)| !r.embedding.is_empty() && !next.contains_key(*id))
+            .count();
+        if missing > 0 {
+            return Err(MemoryError::conflict(format!(
+                "{missing} memories have no vector of the new model yet"
+            )));
+        }
+        let mut replaced = 0;
+        for (id, (vector, _)) in std::mem::take(&mut *next) {
+            if let Some(row) = rows.get_mut(&id) {
+                row.embedding = vector;
+                replaced += 1;
+            }
+        }
+        Ok(replaced)
     }
 }
 
@@ -427,6 +457,100 @@ impl MemoryStore for InMemoryMemoryStore {
 
     async fn count(&self) -> MemoryResult<u64> {
         Ok(self.rows.read().map_err(lock_error)?.len() as u64)
+    }
+
+    async fn meta(&self, key: &str) -> MemoryResult<Option<String>> {
+        if !META_KEYS.contains(&key) {
+            return Err(unknown_meta_key(key));
+        }
+        if key == "embedding_model" {
+            let model = self.model.lock().map_err(lock_error)?;
+            return Ok(model.as_ref().map(|(id, dim)| format!("{id}|{dim}")));
+        }
+        Ok(self.meta.lock().map_err(lock_error)?.get(key).cloned())
+    }
+
+    async fn set_meta(&self, key: &str, value: Option<&str>) -> MemoryResult<()> {
+        if !META_KEYS.contains(&key) {
+            return Err(unknown_meta_key(key));
+        }
+        if key == "embedding_model" {
+            let parsed = value.and_then(|v| {
+                let (id, dim) = v.rsplit_once('|')?;
+                Some((id.to_string(), dim.parse().ok()?))
+            });
+            *self.model.lock().map_err(lock_error)? = parsed;
+            return Ok(());
+        }
+        let mut meta = self.meta.lock().map_err(lock_error)?;
+        match value {
+            Some(value) => meta.insert(key.to_string(), value.to_string()),
+            None => meta.remove(key),
+        };
+        Ok(())
+    }
+
+    async fn reembed_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ReembedRow>> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let next = self.next.lock().map_err(lock_error)?;
+        let range = match after {
+            Some(after) => rows.range((
+                std::ops::Bound::Excluded(after.clone()),
+                std::ops::Bound::Unbounded,
+            )),
+            None => rows.range(..),
+        };
+        Ok(range
+            .filter(|(_, r)| !r.embedding.is_empty())
+            .take(limit)
+            .map(|(id, r)| ReembedRow {
+                id: id.clone(),
+                title: r.memory.title.clone(),
+                content: r.memory.content.clone(),
+                next_hash: next.get(id).map(|(_, hash)| hash.clone()),
+            })
+            .collect())
+    }
+
+    async fn put_next_embeddings(&self, rows: &[NextEmbedding]) -> MemoryResult<()> {
+        let memories = self.rows.read().map_err(lock_error)?;
+        let mut next = self.next.lock().map_err(lock_error)?;
+        for row in rows.iter().filter(|r| memories.contains_key(&r.id)) {
+            next.insert(
+                row.id.clone(),
+                (row.vector.clone(), row.source_hash.clone()),
+            );
+        }
+        Ok(())
+    }
+
+    async fn reembed_counts(&self) -> MemoryResult<ReembedCounts> {
+        let rows = self.rows.read().map_err(lock_error)?;
+        let next = self.next.lock().map_err(lock_error)?;
+        let with_vectors = rows.iter().filter(|(_, r)| !r.embedding.is_empty());
+        let (mut total, mut done) = (0, 0);
+        for (id, _) in with_vectors {
+            total += 1;
+            done += u64::from(next.contains_key(id));
+        }
+        Ok(ReembedCounts { total, done })
+    }
+
+    async fn switch_embeddings(&self, model: &str, spec: &str) -> MemoryResult<u64> {
+        let replaced = self.swap_in_next_embeddings()?;
+        self.set_meta("embedding_model", Some(model)).await?;
+        self.set_meta("embedding_spec", Some(spec)).await?;
+        self.set_meta("reembed_target", None).await?;
+        Ok(replaced)
+    }
+
+    async fn clear_next_embeddings(&self) -> MemoryResult<()> {
+        self.next.lock().map_err(lock_error)?.clear();
+        Ok(())
     }
 
     async fn record_run(&self, run: &ConsolidationRun) -> MemoryResult<()> {

@@ -554,6 +554,29 @@ pub trait MemoryStore: Send + Sync + 'static {
         after: Option<&MemoryId>,
         limit: usize,
     ) -> MemoryResult<Vec<EmbeddingRecord>>;
+    /// A value of the store's own bookkeeping (one of [`META_KEYS`]), if recorded.
+    async fn meta(&self, key: &str) -> MemoryResult<Option<String>>;
+    /// Record (or with `None` remove) a value of the store's bookkeeping.
+    async fn set_meta(&self, key: &str, value: Option<&str>) -> MemoryResult<()>;
+    /// Every memory with a stored vector, in id order after `after`, with the source
+    /// hash of its vector of the next model if it has one (a re-embedding's work list).
+    async fn reembed_page(
+        &self,
+        after: Option<&MemoryId>,
+        limit: usize,
+    ) -> MemoryResult<Vec<ReembedRow>>;
+    /// Store vectors of the next model, replacing earlier ones of the same memories
+    /// (a memory deleted meanwhile is skipped).
+    async fn put_next_embeddings(&self, rows: &[NextEmbedding]) -> MemoryResult<()>;
+    /// How far a re-embedding is: memories with a vector, and of them with a next one.
+    async fn reembed_counts(&self) -> MemoryResult<ReembedCounts>;
+    /// In one transaction: replace every memory's vector by its next-model vector,
+    /// record `model` (`id|dimension`) as the embedding model and `spec` as how to
+    /// build it, and forget the next vectors. Refused (`conflict`, nothing changed)
+    /// when a memory with a vector has no next one. Answers the vectors replaced.
+    async fn switch_embeddings(&self, model: &str, spec: &str) -> MemoryResult<u64>;
+    /// Forget every next-model vector (the target changed, or the work is abandoned).
+    async fn clear_next_embeddings(&self) -> MemoryResult<()>;
     /// Number of memories in every status.
     async fn count(&self) -> MemoryResult<u64>;
     /// Append a consolidation run to the run log.
@@ -740,6 +763,47 @@ pub trait MemoryStore: Send + Sync + 'static {
         let _ = records;
         Err(no_transfer(self.backend_name()))
     }
+}
+
+/// The keys of the store's bookkeeping that [`MemoryStore::meta`] reads.
+pub const META_KEYS: [&str; 3] = ["embedding_model", "embedding_spec", "reembed_target"];
+
+/// The refusal of a bookkeeping key outside [`META_KEYS`] (a bug, not user input).
+pub fn unknown_meta_key(key: &str) -> MemoryError {
+    MemoryError::internal(format!("unknown store bookkeeping key {key:?}"))
+}
+
+/// A memory on a re-embedding's work list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReembedRow {
+    /// The memory.
+    pub id: MemoryId,
+    /// Its title (part of the embedded text).
+    pub title: Option<String>,
+    /// Its content.
+    pub content: String,
+    /// Source hash of the next model's vector stored for it, if any.
+    pub next_hash: Option<String>,
+}
+
+/// A vector of the next model for one memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextEmbedding {
+    /// The memory.
+    pub id: MemoryId,
+    /// The vector.
+    pub vector: Vec<f32>,
+    /// Hash of the text it was made from, so a text changed since is embedded again.
+    pub source_hash: String,
+}
+
+/// How far a re-embedding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ReembedCounts {
+    /// Memories with a stored vector (what must be re-embedded).
+    pub total: u64,
+    /// Of them, those with a vector of the next model.
+    pub done: u64,
 }
 
 /// The refusal of a store that neither exports nor imports (the in-memory one).
