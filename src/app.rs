@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use crate::auth::keys::Authenticator;
 use crate::config::Settings;
 use crate::data_dir::DataDirLock;
+pub use crate::embedding::PendingEmbedder;
 use crate::http::guard::GuardSettings;
 use crate::http::identity::Gate;
 use crate::router::RouterParts;
@@ -44,15 +45,6 @@ pub struct Services {
     pub pending_embedder: Option<PendingEmbedder>,
     /// Held for the life of the process so two servers never share a data directory.
     _lock: DataDirLock,
-}
-
-/// The configured embedder waiting for a re-embedding, and how to build it again.
-#[derive(Clone)]
-pub struct PendingEmbedder {
-    /// The embedder the configuration names.
-    pub embedder: Arc<dyn Embedder>,
-    /// Its spec (`crate::embedding::spec_of`), recorded by the switch.
-    pub spec: String,
 }
 
 /// Which embedder serves the stored vectors: the configured one, or (after the

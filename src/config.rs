@@ -1338,7 +1338,7 @@ mod tests {
         settings.validate().unwrap();
         assert_eq!(settings.server.bind, "127.0.0.1:8077");
         assert_eq!(settings.data_dir, PathBuf::from("./data"));
-        assert_eq!(settings.embedding.provider, "builtin");
+        assert_eq!(settings.embedding.provider, "static");
     }
 
     #[test]

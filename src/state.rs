@@ -37,7 +37,7 @@ pub struct AppState {
     pub public_metrics: bool,
     /// The configured embedder when the stored vectors come from another model
     /// (what `POST /v1/admin/reembed` re-embeds with).
-    pub pending_embedder: Option<crate::app::PendingEmbedder>,
+    pub pending_embedder: Option<crate::embedding::PendingEmbedder>,
     /// A projection holds vectors (Qdrant): re-embedding is refused beside it.
     pub vector_projection: bool,
 }

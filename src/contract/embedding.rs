@@ -11,8 +11,8 @@ use mnemos_actors::Runtime;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::app::PendingEmbedder;
 use crate::auth::{Caller, Scope};
+use crate::embedding::PendingEmbedder;
 
 /// The progress of a re-embedding.
 #[derive(Debug, Clone, Serialize, ToSchema)]

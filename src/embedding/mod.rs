@@ -28,6 +28,15 @@ pub async fn from_settings(settings: &EmbeddingSettings) -> MemoryResult<Arc<dyn
     })
 }
 
+/// The configured embedder waiting for a re-embedding, and how to build it again.
+#[derive(Clone)]
+pub struct PendingEmbedder {
+    /// The embedder the configuration names.
+    pub embedder: Arc<dyn Embedder>,
+    /// Its spec ([`spec_of`]), recorded by the switch.
+    pub spec: String,
+}
+
 /// How to build the configured embedder again, without secrets: what the store records
 /// beside its vectors, so that after the configuration changes the vectors it holds can
 /// still be served (and recall answered) while `mnemos reindex --reembed` runs.

@@ -53,6 +53,76 @@ fn lower_threshold(settings: &mut mnemos::config::Settings) {
     settings.cognition.cluster_threshold = 0.6;
 }
 
+/// Three topics of four paraphrases each: they share few words, so only an embedder
+/// that knows meaning links them.
+const PARAPHRASED_TOPICS: [[&str; 4]; 3] = [
+    [
+        "My coffee grinder is too loud in the morning.",
+        "The burr grinder makes a racket when I grind beans early.",
+        "Grinding coffee at dawn wakes everyone because the mill is noisy.",
+        "I need a quieter machine to grind my espresso beans.",
+    ],
+    [
+        "We paddled the river rapids last Saturday.",
+        "The kayak trip down the river was wild this weekend.",
+        "Running the whitewater on the river took all afternoon.",
+        "Our canoe run on the river had three big rapids.",
+    ],
+    [
+        "Nobody may deploy while the deploy lock is held.",
+        "Take the deploy lock before pushing to production.",
+        "The release lock blocks deployments until it is released.",
+        "Deployments wait for the lock on the prod pipeline.",
+    ],
+];
+
+#[tokio::test]
+async fn the_default_embedder_clusters_paraphrases_and_never_mixes_topics() {
+    // The embedded default (the static table), with the default cluster threshold.
+    let app = spawn_app().await;
+    // Memory id → the topic it was written for.
+    let mut topic_of: HashMap<String, usize> = HashMap::new();
+    for (topic, texts) in PARAPHRASED_TOPICS.iter().enumerate() {
+        for text in texts {
+            let stored = app
+                .remember("paraphraser", text, json!({ "type": "episodic" }))
+                .await;
+            let id = stored["memory"]["id"].as_str().or(stored["id"].as_str());
+            topic_of.insert(id.expect("remember answers the id").to_string(), topic);
+        }
+    }
+    let run = consolidate(&app, "paraphraser").await;
+    let clusters = run["report"]["clusters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // The local MiniLM forms two of these three at the default threshold (the river
+    // runs share the fewest words); the static table must do at least as well.
+    assert!(clusters.len() >= 2, "paraphrases are clustered: {run}");
+    let made =
+        run["new_semantic"].as_u64().unwrap_or(0) + run["new_procedural"].as_u64().unwrap_or(0);
+    assert_eq!(
+        made as usize,
+        clusters.len(),
+        "each cluster became knowledge: {run}"
+    );
+    for cluster in &clusters {
+        let sources: Vec<&str> = cluster["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s.as_str())
+            .collect();
+        assert!(sources.len() >= 3, "{cluster}");
+        let first = topic_of.get(sources[0]);
+        assert!(first.is_some(), "{cluster}");
+        assert!(
+            sources.iter().all(|id| topic_of.get(*id) == first),
+            "a cluster mixes topics: {cluster}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_sleep_cycle_turns_repeated_experience_into_recallable_knowledge_once() {
     let temp = tempfile::tempdir().unwrap();

@@ -181,21 +181,31 @@ async fn a_failed_actor_is_restarted_and_no_acknowledged_write_is_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_up_refuses_vectors_of_another_embedding_model() {
+async fn start_up_with_another_embedding_model_serves_the_stored_one_until_reembedded() {
     let temp = tempfile::tempdir().unwrap();
-    let app = spawn_with(test_settings(temp.path()), None).await;
+    let mut wide = test_settings(temp.path());
+    wide.embedding.provider = "builtin".into();
+    let app = spawn_with(wide, None).await;
     app.remember("a", "stored with 256 dimensions", json!({}))
         .await;
     app.stop().await;
-    let mut settings = test_settings(temp.path());
-    settings.embedding.builtin_dimension = 128;
-    let error = match try_spawn_with(settings, None).await {
-        Ok(_) => panic!("a server with another embedding model must not start"),
-        Err(error) => format!("{error:#}"),
-    };
-    assert!(
-        error.contains("embedding") && error.contains("256") && error.contains("128"),
-        "{error}"
+    let mut narrow = test_settings(temp.path());
+    narrow.embedding.provider = "builtin".into();
+    narrow.embedding.builtin_dimension = 128;
+    let app = spawn_with(narrow, None).await;
+    let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+    assert_eq!(
+        health["backends"]["vectors"]["model"], "builtin-hash-v1-256",
+        "the stored vectors' model serves: {health}"
+    );
+    let status = assert_status(app.get("/v1/admin/reembed").await, StatusCode::OK).await;
+    assert_eq!(status["phase"], "idle", "{status}");
+    assert_eq!(status["target"], "builtin-hash-v1-128|128", "{status}");
+    let found = app.recall("a", "256 dimensions", json!({})).await;
+    assert_eq!(
+        found["results"].as_array().map(Vec::len),
+        Some(1),
+        "{found}"
     );
 }
 

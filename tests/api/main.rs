@@ -8,6 +8,7 @@ mod cognition;
 mod console;
 mod crash;
 mod doctor;
+mod embedding;
 mod erase;
 mod errors;
 mod extraction;

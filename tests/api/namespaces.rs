@@ -108,11 +108,33 @@ async fn isolated_project_memories_never_leave_their_project_and_open_ones_are_s
         .await);
     assert_eq!(inside.first(), Some(&secret), "{inside:?}");
     assert!(inside.contains(&open) && inside.contains(&loose));
-    // The request's own (open) project ranks ahead too.
-    let in_open = ids(&app
-        .recall("alice", "falcon launch", json!({"project_id": "open"}))
-        .await);
-    assert_eq!(in_open.first(), Some(&open), "{in_open:?}");
+    // The request's own (open) project is boosted: against the same memory outside any
+    // project, its re-ranked score grows by the project boost (1.1), whatever the embedder.
+    let ranked = |body: &Value, id: &str| -> f64 {
+        body["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["memory"]["id"] == id)
+            .and_then(|r| r["components"]["ranked"].as_f64())
+            .unwrap_or_else(|| panic!("{id} missing from {body}"))
+    };
+    let plain = app
+        .recall("alice", "falcon launch", json!({"debug": true}))
+        .await;
+    let focused = app
+        .recall(
+            "alice",
+            "falcon launch",
+            json!({"project_id": "open", "debug": true}),
+        )
+        .await;
+    let boost = (ranked(&focused, &open) / ranked(&focused, &loose))
+        / (ranked(&plain, &open) / ranked(&plain, &loose));
+    assert!(
+        (boost - 1.1).abs() < 1e-6,
+        "project boost {boost}: {plain} {focused}"
+    );
     // Shared, but isolated: other agents never see it either.
     let bob = ids(&app.recall("bob", "falcon launch codename", json!({})).await);
     assert!(!bob.contains(&secret), "{bob:?}");

@@ -5,8 +5,9 @@
 //!    ([`crate::policy::consistency::normalized_hash`]) and same project as an active
 //!    stored memory of the agent, or as an earlier item of the batch.
 //! 2. **Near duplicates** ([`near_duplicate`]): the first vector neighbour at or above
-//!    `dedup.threshold` of the same type and project whose text the new one does not
-//!    contradict (a negation or a changed number leaves the vectors almost equal).
+//!    `dedup.threshold` of the same type and project, holding the same numbers, whose
+//!    text the new one does not contradict (a negation or a changed number leaves the
+//!    vectors almost equal).
 //! 3. **Contradiction candidates** ([`contradiction_band`]): for knowledge (semantic and
 //!    procedural), the neighbours at or above `contradiction.min_similarity`; together
 //!    with keyword matches they are checked by [`may_supersede`] and the rule.
@@ -81,10 +82,24 @@ pub fn near_duplicate(
                 && close.get(id).is_some_and(|old| {
                     old.memory_type == new.memory_type
                         && old.project_id == new.project_id
+                        && same_numbers(&old.content, &new.content)
                         && contradiction(&old.content, &new.content).is_none()
                 })
         })
         .map(|(id, _)| id.clone())
+}
+
+/// Whether two texts hold the same numbers, in the same order. Texts that differ in a
+/// number state different facts ("port 5433" and "port 5434", "room 4" and "room 6"),
+/// however close their vectors: an embedder reads a number as one faint token.
+pub fn same_numbers(a: &str, b: &str) -> bool {
+    let numbers = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_ascii_digit())
+            .filter(|run| !run.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    numbers(a) == numbers(b)
 }
 
 /// The neighbours similar enough to be checked for contradiction.
@@ -124,6 +139,21 @@ pub fn redirect_duplicates(ids: &[&MemoryId], duplicate_of: &mut [Option<MemoryI
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn texts_that_differ_in_a_number_are_never_near_duplicates() {
+        assert!(same_numbers(
+            "The staging DB runs on port 5433",
+            "the staging db runs on port 5433!"
+        ));
+        assert!(!same_numbers(
+            "The staging DB runs on port 5433",
+            "The staging DB runs on port 5434"
+        ));
+        assert!(!same_numbers("memory number 4", "memory number 6"));
+        assert!(!same_numbers("v1.2 is out", "v1.3 is out"));
+        assert!(same_numbers("no numbers here", "none here either"));
+    }
     use super::*;
     use crate::policy::consistency::normalized_hash;
     use crate::testing::memory_fixture;

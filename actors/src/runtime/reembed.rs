@@ -162,6 +162,10 @@ impl Runtime {
             Some(mut status) => {
                 status.serving = serving;
                 status.counts = counts;
+                if status.phase == ReembedPhase::Done {
+                    // The next-model vectors became the vectors: every one is done.
+                    status.counts.done = status.counts.total;
+                }
                 status
             }
             None => ReembedStatus {

@@ -596,3 +596,110 @@ async fn a_saturated_embedder_refuses_more_work_with_rate_limited_and_loses_noth
     );
     runtime.shutdown().await.unwrap();
 }
+
+/// An embedder of another model that fails once it has embedded `budget` texts (a
+/// server that went away midway), counting what it embedded.
+struct FailingAfter {
+    /// The model that does the work (128 dimensions: another model than the default).
+    inner: crate::embedding::BuiltinEmbedder,
+    /// Texts it still embeds before failing.
+    budget: std::sync::atomic::AtomicI64,
+    /// Texts embedded so far.
+    embedded: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::embedding::Embedder for FailingAfter {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.budget.fetch_sub(texts.len() as i64, SeqCst) < texts.len() as i64 {
+            return Err(MemoryError::unavailable("the embedding server went away"));
+        }
+        self.embedded.fetch_add(texts.len(), SeqCst);
+        self.inner.embed_batch(texts)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_reembedding_carries_on_where_it_stopped_and_switches_once() {
+    let parts = RuntimeParts::in_memory();
+    let store = parts.memories.clone();
+    let runtime = Runtime::start(parts, config()).await.unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    let inputs: Vec<RememberInput> = (0..600)
+        .map(|i| RememberInput {
+            content: format!("ledger line {i}: paid invoice {}", i * 3),
+            ..Default::default()
+        })
+        .collect();
+    runtime.remember_batch(&agent, inputs).await.unwrap();
+    let target = Arc::new(FailingAfter {
+        inner: crate::embedding::BuiltinEmbedder::new(128),
+        budget: std::sync::atomic::AtomicI64::new(300),
+        embedded: Default::default(),
+    });
+    let failed = runtime
+        .reembed(target.clone(), "{}".into(), &|_| {})
+        .await
+        .unwrap_err();
+    assert!(failed.message.contains("went away"), "{failed:?}");
+    let status = runtime.reembed_status().await;
+    assert_eq!(status.phase, ReembedPhase::Failed);
+    assert_eq!(status.counts.total, 600);
+    let done_before = status.counts.done;
+    assert!(done_before > 0 && done_before < 600, "{status:?}");
+    // Nothing switched: the old model still serves and recall still answers.
+    assert_eq!(
+        runtime.reembed_status().await.serving,
+        "builtin-hash-v1-256|256"
+    );
+    let found = runtime
+        .recall(RecallInput::new(agent.clone(), "paid invoice 30"))
+        .await
+        .unwrap();
+    assert!(!found.hits.is_empty());
+
+    // Started again (the server came back): only what was missing is embedded.
+    target
+        .budget
+        .store(i64::MAX / 2, std::sync::atomic::Ordering::SeqCst);
+    let before = target.embedded.load(std::sync::atomic::Ordering::SeqCst);
+    let done = runtime
+        .reembed(target.clone(), "{\"provider\":\"builtin\"}".into(), &|_| {})
+        .await
+        .unwrap();
+    assert_eq!(done.phase, ReembedPhase::Done);
+    let embedded_now = target.embedded.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert_eq!(
+        embedded_now as u64,
+        600 - done_before,
+        "resumed, not restarted"
+    );
+    assert_eq!(done.serving, "builtin-hash-v1-128|128");
+    assert_eq!(
+        store.meta("embedding_spec").await.unwrap().as_deref(),
+        Some("{\"provider\":\"builtin\"}")
+    );
+    assert_eq!(store.meta("reembed_target").await.unwrap(), None);
+    // Recall now embeds the question with the new model and finds by it.
+    let found = runtime
+        .recall(RecallInput::new(
+            agent.clone(),
+            "ledger line 7: paid invoice 21",
+        ))
+        .await
+        .unwrap();
+    assert!(found.hits[0].memory.content.starts_with("ledger line 7:"));
+    // A second request for the same model has nothing to do.
+    let again = runtime
+        .reembed(target.clone(), "{}".into(), &|_| {})
+        .await
+        .unwrap();
+    assert_eq!(again.phase, ReembedPhase::Done);
+    runtime.shutdown().await.unwrap();
+}
