@@ -201,6 +201,13 @@ pub struct EmbeddingSettings {
     pub static_table: PathBuf,
     /// Model name: a Hugging Face id for `local` (resolved in the cache or downloaded), the request's `model` for `openai`.
     pub model: String,
+    /// The Hugging Face cache `local` models by name are found in and downloaded into;
+    /// empty: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`.
+    pub hub_cache: PathBuf,
+    /// Where models by name are downloaded from; empty: `HF_ENDPOINT`, else huggingface.co.
+    pub hub_endpoint: String,
+    /// Never download a model by name (also when `HF_HUB_OFFLINE=1`): only the cache counts.
+    pub offline: bool,
     /// OpenAI-compatible API base for `openai` (…/v1).
     pub base_url: String,
     /// Bearer key for `openai`; empty: `OPENAI_API_KEY` (or none).
@@ -223,6 +230,11 @@ pub struct EmbeddingSettings {
     pub max_queued_texts: usize,
     /// Time an embedding may take per text on top of `supervisor.call_timeout_ms`.
     pub ms_per_text: u64,
+    /// Threads one forward pass of a `local` model uses (0: every core).
+    pub threads: usize,
+    /// How long a small request waits for concurrent ones to be embedded with it, for
+    /// a model whose batches pay (`local`, `openai`); 0: never.
+    pub micro_batch_ms: u64,
 }
 
 /// `[vectors]`.
@@ -733,6 +745,10 @@ impl Settings {
                 if self.embedding.model_dir.as_os_str().is_empty() && self.embedding.model.is_empty() {
                     return Err(bad("embedding.model", "must name a Hugging Face model (sentence-transformers/all-MiniLM-L6-v2), or embedding.model_dir a sentence-transformers directory, when embedding.provider = \"local\""));
                 }
+                let endpoint = &self.embedding.hub_endpoint;
+                if !(endpoint.is_empty() || endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                    return Err(bad("embedding.hub_endpoint", "must be empty (HF_ENDPOINT or huggingface.co) or an http(s) URL"));
+                }
             }
             "openai" => {
                 let url = &self.embedding.base_url;
@@ -775,6 +791,15 @@ impl Settings {
             return Err(bad(
                 "embedding.concurrency",
                 "must be 0 (one per core) to 256",
+            ));
+        }
+        if self.embedding.threads > 256 {
+            return Err(bad("embedding.threads", "must be 0 (every core) to 256"));
+        }
+        if self.embedding.micro_batch_ms > 50 {
+            return Err(bad(
+                "embedding.micro_batch_ms",
+                "must be 0 (off) to 50: it is added to the latency of every small embedding",
             ));
         }
         if !(1..=10_000_000).contains(&self.embedding.max_queued_texts) {
@@ -1280,6 +1305,7 @@ impl Settings {
                 },
                 max_queued_texts: self.embedding.max_queued_texts,
                 time_per_text: Duration::from_millis(self.embedding.ms_per_text),
+                micro_batch: Duration::from_millis(self.embedding.micro_batch_ms),
             },
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
@@ -1377,6 +1403,10 @@ mod tests {
             (
                 "embedding.ms_per_text",
                 Box::new(|s| s.embedding.ms_per_text = 0),
+            ),
+            (
+                "embedding.micro_batch_ms",
+                Box::new(|s| s.embedding.micro_batch_ms = 1000),
             ),
             (
                 "archival.timezone",

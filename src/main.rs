@@ -118,9 +118,13 @@ enum Command {
         /// A memory id.
         #[arg(long, conflicts_with = "query", required_unless_present = "query")]
         id: Option<String>,
-        /// A keyword query.
+        /// A query: memories holding every word of it (or, with --min-score, those
+        /// recall scores at or above it).
         #[arg(long)]
         query: Option<String>,
+        /// With --query: match by recall's score (0..1) instead of by every word.
+        #[arg(long, requires = "query")]
+        min_score: Option<f64>,
         /// Only show what would be forgotten.
         #[arg(long)]
         dry_run: bool,
@@ -435,6 +439,7 @@ async fn run_command(
             agent,
             id,
             query,
+            min_score,
             dry_run,
         } => {
             if id.is_none() && query.is_none() {
@@ -444,6 +449,7 @@ async fn run_command(
                 agent_id: Some(agent),
                 id,
                 query,
+                min_score,
                 limit: None,
                 dry_run: Some(dry_run),
             };

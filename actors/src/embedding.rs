@@ -19,6 +19,17 @@ pub trait Embedder: Send + Sync + 'static {
     fn parallel_batches(&self) -> bool {
         false
     }
+    /// True when one call with many texts costs much less than many calls with one (a
+    /// transformer on the CPU, a remote API): concurrent small requests are then
+    /// collected for a moment and embedded together (`embedding.micro_batch_ms`).
+    fn batching_pays(&self) -> bool {
+        false
+    }
+    /// Embed questions to search with: models trained with a query prompt
+    /// ("query: ") get it here; by default the same as [`Embedder::embed_batch`].
+    fn embed_queries(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.embed_batch(texts)
+    }
     /// Embed one text.
     fn embed(&self, text: &str) -> MemoryResult<Vec<f32>> {
         let mut vectors = self.embed_batch(&[text])?;

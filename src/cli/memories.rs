@@ -99,7 +99,7 @@ pub(crate) async fn list(
     Ok(())
 }
 
-/// `mnemos forget`: the `forget` tool (by id, or the first 10 matches of a query).
+/// `mnemos forget`: the `forget` tool (by id, or the first 10 memories a query names), each with why.
 pub(crate) async fn forget(
     runtime: &Runtime,
     caller: &Caller,
@@ -114,12 +114,14 @@ pub(crate) async fn forget(
     print(json, &value, |_| {
         let r: &ForgetResponse = &response;
         let verb = if r.dry_run { "would forget" } else { "forgot" };
-        format!(
-            "{verb} {} memories{}{}",
-            r.forgotten.len(),
-            if r.forgotten.is_empty() { "" } else { ": " },
-            r.forgotten.join(", ")
-        )
+        let mut lines = vec![format!("{verb} {} memories", r.forgotten.len())];
+        for found in &r.matches {
+            lines.push(format!(
+                "{}  {}\n    {}",
+                found.id, found.content, found.why
+            ));
+        }
+        lines.join("\n")
     });
     Ok(())
 }

@@ -175,6 +175,7 @@ pub async fn prune(
                             agent_id: Some(local.clone()),
                             id: Some(id.0.clone()),
                             query: None,
+                            min_score: None,
                             limit: None,
                             dry_run: Some(false),
                         };

@@ -271,11 +271,19 @@ pub async fn forget(
 ) -> MemoryResult<ForgetResponse> {
     caller.require(Scope::Write)?;
     let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
+    let min_score = super::parse::min_score(body.min_score)?;
     let target = match (body.id, body.query) {
+        (Some(_), None) if min_score.is_some() => {
+            return Err(MemoryError::invalid(
+                "min_score",
+                "min_score applies to a query; forgetting by id takes no threshold",
+            ))
+        }
         (Some(id), None) => ForgetTarget::Id(MemoryId(id)),
         (None, Some(text)) => ForgetTarget::Query {
             text,
             limit: body.limit.unwrap_or(10),
+            min_score,
         },
         (Some(_), Some(_)) => {
             return Err(MemoryError::invalid(
@@ -291,9 +299,10 @@ pub async fn forget(
         }
     };
     let dry_run = body.dry_run.unwrap_or(false);
-    let forgotten = runtime.forget(&agent, target, dry_run).await?;
+    let matches = runtime.forget(&agent, target, dry_run).await?;
     Ok(ForgetResponse {
-        forgotten: forgotten.into_iter().map(|id| id.0).collect(),
+        forgotten: matches.iter().map(|found| found.id.0.clone()).collect(),
+        matches: matches.into_iter().map(Into::into).collect(),
         dry_run,
     })
 }

@@ -639,11 +639,16 @@ pub struct ForgetBody {
     pub agent_id: Option<String>,
     /// One memory to forget.
     pub id: Option<String>,
-    /// Or: forget memories that keyword-match this query.
+    /// Or: forget the memories holding every word of this query (stop words aside,
+    /// compared by stem), or, with `min_score`, those recall scores at or above it.
     pub query: Option<String>,
+    /// With `query`: match by recall's score (0..1, as recall reports it) instead of by
+    /// every word.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub min_score: Option<f64>,
     /// Most memories a query may forget (default 10).
     pub limit: Option<usize>,
-    /// Only report what would be forgotten.
+    /// Only report what would be forgotten, and why.
     pub dry_run: Option<bool>,
 }
 
@@ -652,8 +657,43 @@ pub struct ForgetBody {
 pub struct ForgetResponse {
     /// Ids archived (or that would be, on a dry run).
     pub forgotten: Vec<String>,
+    /// Each of them with its text and why it matched, in the same order.
+    pub matches: Vec<ForgetMatchView>,
     /// Whether this was a dry run.
     pub dry_run: bool,
+}
+
+/// One memory a forget named.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ForgetMatchView {
+    /// Memory id.
+    pub id: String,
+    /// Its text.
+    pub content: String,
+    /// Why it matched, in words ("contains every word of the query: staging, port";
+    /// "recall score 0.812 ≥ min_score 0.5 (found by vector, keyword)"; "by id").
+    pub why: String,
+    /// Recall's score, when matched by score.
+    pub score: Option<f64>,
+}
+
+impl From<mnemos_actors::runtime::ForgetMatch> for ForgetMatchView {
+    fn from(found: mnemos_actors::runtime::ForgetMatch) -> Self {
+        use mnemos_actors::policy::forget::ForgetReason;
+        let score = match &found.reason {
+            Some(ForgetReason::Score { score, .. }) => Some(round_score(*score)),
+            Some(ForgetReason::AllTerms { .. }) | None => None,
+        };
+        Self {
+            id: found.id.0,
+            content: found.content,
+            why: found
+                .reason
+                .as_ref()
+                .map_or_else(|| "by id".to_string(), ForgetReason::explain),
+            score,
+        }
+    }
 }
 
 /// Body of tools that take only an agent.

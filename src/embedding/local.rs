@@ -11,6 +11,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
@@ -21,8 +22,8 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use mnemos_actors::embedding::{l2_normalize, Embedder};
 use mnemos_actors::error::{MemoryError, MemoryResult};
 
-/// Longest input in tokens (special tokens included); longer texts are truncated,
-/// as sentence-transformers does with all-MiniLM-L6-v2's `max_seq_length`.
+/// Longest input in tokens (special tokens included) of a model that does not say
+/// (`sentence_bert_config.json`); longer texts are truncated, as sentence-transformers does.
 const MAX_TOKENS: usize = 256;
 
 /// Texts run through the model together; bounds the activations held at once.
@@ -71,6 +72,12 @@ pub struct LocalEmbedder {
     model_id: String,
     /// Device the input tensors are created on (always the CPU).
     device: Device,
+    /// Put before a question (`config_sentence_transformers.json` prompt `query`; e5: "query: ").
+    query_prompt: String,
+    /// Put before a stored text (prompt `document` or `passage`; e5: "passage: ").
+    document_prompt: String,
+    /// The threads a forward pass may use (`embedding.threads`); `None`: every core.
+    pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl fmt::Debug for LocalEmbedder {
@@ -125,7 +132,22 @@ impl LocalEmbedder {
             None => Pooling::Mean,
         };
 
-        let tokenizer = load_tokenizer(&tokenizer_path, &config)?;
+        let max_tokens = read_json(&dir.join("sentence_bert_config.json"))?
+            .and_then(|v| v.get("max_seq_length").and_then(|n| n.as_u64()))
+            .map_or(MAX_TOKENS, |n| n as usize);
+        let tokenizer = load_tokenizer(&tokenizer_path, &config, max_tokens)?;
+        let prompts = read_json(&dir.join("config_sentence_transformers.json"))?
+            .and_then(|v| v.get("prompts").cloned())
+            .unwrap_or_default();
+        let prompt = |names: &[&str]| {
+            names
+                .iter()
+                .find_map(|name| prompts.get(*name).and_then(|p| p.as_str()))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (query_prompt, document_prompt) =
+            (prompt(&["query"]), prompt(&["document", "passage"]));
 
         let device = Device::Cpu;
         let tensors = candle_core::safetensors::load(&weights_path, &device)
@@ -148,6 +170,11 @@ impl LocalEmbedder {
         hash.write_part(&config_bytes);
         hash.write_part(&read_bytes(&tokenizer_path)?);
         hash.write_part(pooling_bytes.as_deref().unwrap_or_default());
+        // Prompts change every vector; models without any keep their earlier ids.
+        if !query_prompt.is_empty() || !document_prompt.is_empty() {
+            hash.write_part(query_prompt.as_bytes());
+            hash.write_part(document_prompt.as_bytes());
+        }
         hash.write_file_sample(&weights_path)?;
         let model_id = format!("local-bert-{dimension}-{:012x}", hash.finish() >> 16);
 
@@ -166,7 +193,31 @@ impl LocalEmbedder {
             dimension,
             model_id,
             device,
+            query_prompt,
+            document_prompt,
+            pool: None,
         })
+    }
+
+    /// Run each forward pass on `threads` threads (0: every core, the default). One
+    /// thread per pass lets `embedding.concurrency` passes run side by side instead.
+    pub fn with_threads(mut self, threads: usize) -> MemoryResult<Self> {
+        self.pool = match threads {
+            0 => None,
+            n => Some(Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("mnemos-embed-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        MemoryError::invalid(
+                            "embedding.threads",
+                            format!("cannot start {n} embedding threads: {e}"),
+                        )
+                    })?,
+            )),
+        };
+        Ok(self)
     }
 
     /// The last hidden states of `[CLS] id [SEP]` for each of `ids`, in order: the mean
@@ -254,6 +305,39 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.embed_prompted(texts, &self.document_prompt)
+    }
+
+    fn batching_pays(&self) -> bool {
+        true
+    }
+
+    fn embed_queries(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.embed_prompted(texts, &self.query_prompt)
+    }
+}
+
+impl LocalEmbedder {
+    /// Embed `texts`, each after `prompt` (empty for most models).
+    fn embed_prompted(&self, texts: &[&str], prompt: &str) -> MemoryResult<Vec<Vec<f32>>> {
+        if !prompt.is_empty() {
+            let prompted: Vec<String> = texts.iter().map(|t| format!("{prompt}{t}")).collect();
+            let refs: Vec<&str> = prompted.iter().map(String::as_str).collect();
+            return self.embed_sorted(&refs);
+        }
+        self.embed_sorted(texts)
+    }
+
+    /// Embed on the configured threads (see [`LocalEmbedder::with_threads`]).
+    fn embed_sorted(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        match &self.pool {
+            Some(pool) => pool.install(|| self.embed_sorted_here(texts)),
+            None => self.embed_sorted_here(texts),
+        }
+    }
+
+    /// Embed in chunks of similar length (longest first), answering in input order.
+    fn embed_sorted_here(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
         // Longest texts first so each chunk holds texts of similar length and little
         // padding; results go back to their input positions.
         let mut order: Vec<usize> = (0..texts.len()).collect();
@@ -317,16 +401,27 @@ fn required_file(dir: &Path, name: &str) -> MemoryResult<PathBuf> {
     }
 }
 
+/// A JSON file of the model directory, or None when the model has none.
+fn read_json(path: &Path) -> MemoryResult<Option<serde_json::Value>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    serde_json::from_slice(&read_bytes(path)?)
+        .map(Some)
+        .map_err(|e| bad_dir(format!("{} is not valid JSON: {e}", path.display())))
+}
+
 /// The whole file, or an `invalid_argument` error naming it.
 fn read_bytes(path: &Path) -> MemoryResult<Vec<u8>> {
     std::fs::read(path).map_err(|e| bad_dir(format!("cannot read {}: {e}", path.display())))
 }
 
-/// Tokenizer from `tokenizer.json`, padding to the longest text of a batch and truncating at [`MAX_TOKENS`].
+/// Tokenizer from `tokenizer.json`, padding to the longest text of a batch and truncating
+/// at `max_tokens` (`sentence_bert_config.json`'s `max_seq_length`, else [`MAX_TOKENS`]).
 ///
 /// The packaged tokenizer pads and truncates to a fixed 128 tokens; fixed padding
 /// wastes work and 128 cuts texts that sentence-transformers would read up to 256.
-fn load_tokenizer(path: &Path, config: &Config) -> MemoryResult<Tokenizer> {
+fn load_tokenizer(path: &Path, config: &Config, max_tokens: usize) -> MemoryResult<Tokenizer> {
     let mut tokenizer = Tokenizer::from_file(path)
         .map_err(|e| bad_dir(format!("cannot load tokenizer {}: {e}", path.display())))?;
     let padding = match tokenizer.get_padding() {
@@ -344,7 +439,7 @@ fn load_tokenizer(path: &Path, config: &Config) -> MemoryResult<Tokenizer> {
     let truncation = tokenizer.get_truncation().cloned().unwrap_or_default();
     tokenizer
         .with_truncation(Some(TruncationParams {
-            max_length: MAX_TOKENS.min(config.max_position_embeddings),
+            max_length: max_tokens.clamp(8, config.max_position_embeddings.max(8)),
             ..truncation
         }))
         .map_err(|e| {

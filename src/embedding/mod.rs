@@ -1,8 +1,10 @@
 //! Embedding providers of the service: the static table (the default: distilled from
 //! all-MiniLM-L6-v2, compiled in), the built-in hashing embedder (in the actors crate),
-//! and the local sentence-transformers model (candle), which reads files.
+//! the local sentence-transformers model (candle; a directory, or a Hugging Face model
+//! by name from the cache or downloaded into it) and any OpenAI-compatible API.
 
 pub mod distill;
+pub mod hub;
 pub mod local;
 pub mod openai;
 pub mod static_table;
@@ -19,7 +21,18 @@ use crate::config::EmbeddingSettings;
 pub async fn from_settings(settings: &EmbeddingSettings) -> MemoryResult<Arc<dyn Embedder>> {
     Ok(match settings.provider.as_str() {
         "openai" => Arc::new(openai::OpenAiEmbedder::connect(settings).await?),
-        "local" => Arc::new(local::LocalEmbedder::load(&settings.model_dir)?),
+        "local" if settings.model_dir.as_os_str().is_empty() => {
+            let (hub, model) = (hub::Hub::of(settings), settings.model.clone());
+            let dir = tokio::task::spawn_blocking(move || hub.resolve(&model))
+                .await
+                .map_err(|e| {
+                    mnemos_actors::error::MemoryError::internal(format!("model lookup failed: {e}"))
+                })??;
+            Arc::new(local::LocalEmbedder::load(&dir)?.with_threads(settings.threads)?)
+        }
+        "local" => Arc::new(
+            local::LocalEmbedder::load(&settings.model_dir)?.with_threads(settings.threads)?,
+        ),
         "static" if settings.static_table.as_os_str().is_empty() => {
             Arc::new(static_table::StaticEmbedder::minilm()?)
         }

@@ -337,4 +337,8 @@ impl Embedder for OpenAiEmbedder {
     fn parallel_batches(&self) -> bool {
         false
     }
+
+    fn batching_pays(&self) -> bool {
+        true
+    }
 }

@@ -117,9 +117,9 @@ const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "forget",
         body: "ForgetBody",
-        description: "Archive (not delete) one memory by id, or the memories keyword-matching a query. Call it when \
-            the user asks you to forget something or a memory is wrong or obsolete; use dry_run to see what a \
-            query would archive first. History is kept.",
+        description: "Archive (not delete) one memory by id, or the memories holding every word of a query (with \
+            min_score: those recall scores at or above it). Call it when the user asks you to forget something or a \
+            memory is wrong or obsolete; use dry_run to see what a query would archive, and why, first. History is kept.",
         read_only: false,
         destructive: true,
     },

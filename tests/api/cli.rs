@@ -214,6 +214,10 @@ async fn the_cli_edits_prunes_clears_and_reaches_sessions_projects_and_kv() {
     assert_eq!(shown["messages"][1]["content"], "Noted.");
     let compacted = json_of(dir, &["sessions", "compact", "s1", "--agent", "dan"]).await;
     assert_eq!(compacted["compacted"], true, "{compacted}");
+    assert!(
+        compacted["tokens_after"].as_u64() < compacted["tokens_before"].as_u64(),
+        "compaction never lengthens a session: {compacted}"
+    );
 
     // Projects.
     let put = json_of(
@@ -297,6 +301,52 @@ async fn the_cli_edits_prunes_clears_and_reaches_sessions_projects_and_kv() {
     assert_eq!(
         json_of(dir, &["list", "--agent", "dan"]).await["memories"],
         json!([])
+    );
+}
+
+/// `sessions post` schedules the exchange's mining in the background and exits: the
+/// process waits for that work before it ends, so the memory is there afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exchange_posted_from_the_cli_is_mined_before_the_command_exits() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let mut env = backend_env(dir);
+    env.push(("MNEMOS__SESSIONS__EXTRACT".into(), "true".into()));
+    for args in [
+        vec![
+            "sessions",
+            "post",
+            "s1",
+            "--agent",
+            "eve",
+            "We deploy on Tuesdays.",
+        ],
+        vec![
+            "sessions",
+            "post",
+            "s1",
+            "--agent",
+            "eve",
+            "--role",
+            "assistant",
+            "Noted.",
+        ],
+    ] {
+        let output = mnemos_on(dir, &args, env.clone()).await;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let output = mnemos_on(dir, &["--json", "list", "--agent", "eve"], env).await;
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let memories = listed["memories"].as_array().unwrap();
+    assert!(
+        memories
+            .iter()
+            .any(|m| m["content"] == "User: We deploy on Tuesdays." && m["type"] == "semantic"),
+        "the statement of fact was mined before the process ended: {listed}"
     );
 }
 

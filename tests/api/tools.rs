@@ -1,7 +1,7 @@
 //! The tool routes of the contract.
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::helpers::*;
 
@@ -289,6 +289,116 @@ async fn forget_archives_without_deleting_and_supports_dry_runs() {
     )
     .await;
     assert_eq!(again["forgotten"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_by_query_needs_every_word_or_a_score_and_says_why() {
+    let app = spawn_app().await;
+    let port = app
+        .remember("fq", "The staging DB runs on port 5433", json!({}))
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let restart = app
+        .remember(
+            "fq",
+            "How to restart staging: stop the pods, then start them again",
+            json!({}),
+        )
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.remember("fq", "The production DB runs on port 5432", json!({}))
+        .await;
+    let forget = |body: Value| {
+        let app = &app;
+        async move { app.post("/tools/forget", &body).await }
+    };
+
+    // One shared keyword is not enough: only the memory holding both words matches.
+    let dry = assert_status(
+        forget(json!({"agent_id": "fq", "query": "staging port", "dry_run": true})).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(dry["forgotten"], json!([port]), "{dry}");
+    assert_eq!(
+        dry["matches"][0]["content"],
+        "The staging DB runs on port 5433"
+    );
+    assert_eq!(
+        dry["matches"][0]["why"],
+        "contains every word of the query: staging, port"
+    );
+    assert!(dry["matches"][0]["score"].is_null());
+
+    // By score: exactly the hits recall scores at or above the threshold, each saying so.
+    let recalled = app.recall("fq", "restart staging", json!({})).await;
+    let hits = recalled["results"].as_array().unwrap();
+    let best = hits[0]["score"].as_f64().unwrap();
+    assert_eq!(hits[0]["memory"]["id"], restart.as_str(), "{recalled}");
+    let expected: Vec<&Value> = hits
+        .iter()
+        .filter(|h| h["score"].as_f64().unwrap() >= best)
+        .map(|h| &h["memory"]["id"])
+        .collect();
+    let scored = assert_status(
+        forget(json!({"agent_id": "fq", "query": "restart staging", "min_score": best, "dry_run": true}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    let ids: Vec<&Value> = scored["forgotten"].as_array().unwrap().iter().collect();
+    assert_eq!(ids, expected, "{scored}");
+    let why = scored["matches"][0]["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("recall score ") && why.contains("≥ min_score"),
+        "{why}"
+    );
+    assert!((scored["matches"][0]["score"].as_f64().unwrap() - best).abs() < 1e-3);
+
+    // The real thing archives what the dry run showed, and only that.
+    let done = assert_status(
+        forget(json!({"agent_id": "fq", "query": "staging port"})).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(done["forgotten"], json!([port]));
+    let kept = app
+        .get(&format!("/v1/memories/{restart}?agent_id=fq"))
+        .await;
+    assert_eq!(
+        assert_status(kept, StatusCode::OK).await["status"],
+        "active"
+    );
+    let again = assert_status(
+        forget(json!({"agent_id": "fq", "query": "staging port"})).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(
+        again["forgotten"],
+        json!([]),
+        "archived memories match no more"
+    );
+
+    // Refusals name the field.
+    for (body, field) in [
+        (json!({"agent_id": "fq", "query": "the of and"}), "query"),
+        (
+            json!({"agent_id": "fq", "id": restart, "min_score": 0.5}),
+            "min_score",
+        ),
+        (
+            json!({"agent_id": "fq", "query": "staging", "min_score": 1.5}),
+            "min_score",
+        ),
+    ] {
+        let refused = assert_status(forget(body).await, StatusCode::BAD_REQUEST).await;
+        assert_eq!(refused["error"]["field"], field, "{refused}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

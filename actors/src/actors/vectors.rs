@@ -21,9 +21,10 @@ pub type VectorsRef = ActorRef<VectorsMsg>;
 
 /// Messages of the vector actor.
 pub enum VectorsMsg {
-    /// Embed texts (on a blocking task).
+    /// Embed texts (on a blocking task); `query`: they are questions to search with.
     Embed {
         texts: Vec<String>,
+        query: bool,
         reply: Reply<Vec<Vec<f32>>>,
     },
     /// Add or replace index entries.
@@ -60,6 +61,8 @@ pub enum VectorsMsg {
         embedder: Arc<dyn Embedder>,
         reply: Reply<usize>,
     },
+    /// Embed the small requests collected since the first of them arrived.
+    FlushBatch,
     /// What the index holds.
     Status { reply: Reply<IndexStatus> },
     /// Test hook: fail the actor as if its state were broken.
@@ -124,6 +127,33 @@ pub struct VectorsArgs {
     pub embed_concurrency: usize,
     /// Most texts waiting or being embedded before a request is refused with `rate_limited`.
     pub max_queued_texts: usize,
+    /// How long a small request waits for others to share its batch (zero: never).
+    pub micro_batch: std::time::Duration,
+}
+
+/// Requests of at most this many texts are micro-batched; larger ones are batches already.
+const MICRO_BATCH_REQUEST: usize = 4;
+
+/// A collected micro-batch is embedded at once when it reaches this many texts.
+const MICRO_BATCH_TEXTS: usize = 32;
+
+/// A small embedding request waiting for its micro-batch.
+struct PendingEmbed {
+    /// Its texts.
+    texts: Vec<String>,
+    /// Whether they are questions (a model's query prompt applies).
+    query: bool,
+    /// Where its vectors go.
+    reply: Reply<Vec<Vec<f32>>>,
+}
+
+/// Small requests collected for one embedding call.
+#[derive(Default)]
+struct MicroBatch {
+    /// Requests waiting, in arrival order.
+    pending: Vec<PendingEmbed>,
+    /// Their texts in all.
+    texts: usize,
 }
 
 /// The actor's state.
@@ -136,6 +166,10 @@ pub struct VectorsState {
     episodic: EpisodicHandle,
     /// Bounds the embedding work in flight.
     queue: Arc<EmbedQueue>,
+    /// Small requests waiting to be embedded together.
+    batch: MicroBatch,
+    /// How long the first of them waits for company.
+    micro_batch: std::time::Duration,
 }
 
 /// The vector actor.
@@ -187,6 +221,7 @@ impl EmbedQueue {
 async fn embed_on_blocking_threads(
     embedder: Arc<dyn Embedder>,
     texts: Vec<String>,
+    query: bool,
     queue: Arc<EmbedQueue>,
 ) -> MemoryResult<Vec<Vec<f32>>> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -208,7 +243,11 @@ async fn embed_on_blocking_threads(
                 .map_err(|_| MemoryError::internal("the embedding queue was closed"))?;
             tokio::task::spawn_blocking(move || {
                 let refs: Vec<&str> = part.iter().map(String::as_str).collect();
-                embedder.embed_batch(&refs)
+                if query {
+                    embedder.embed_queries(&refs)
+                } else {
+                    embedder.embed_batch(&refs)
+                }
             })
             .await
             .map_err(|e| MemoryError::internal(format!("embedding task failed: {e}")))?
@@ -228,6 +267,7 @@ async fn embed_on_blocking_threads(
 async fn embed_queued(
     embedder: Arc<dyn Embedder>,
     texts: Vec<String>,
+    query: bool,
     queue: Arc<EmbedQueue>,
 ) -> MemoryResult<Vec<Vec<f32>>> {
     let count = texts.len();
@@ -241,9 +281,50 @@ async fn embed_queued(
             ),
         ));
     }
-    let result = embed_on_blocking_threads(embedder, texts, queue.clone()).await;
+    let result = embed_on_blocking_threads(embedder, texts, query, queue.clone()).await;
     queue.done(count);
     result
+}
+
+/// Embed the collected requests in one call per kind (stored texts, questions) and
+/// answer each with its own vectors, in order; a failure goes to each of them.
+async fn embed_micro_batch(
+    embedder: Arc<dyn Embedder>,
+    pending: Vec<PendingEmbed>,
+    queue: Arc<EmbedQueue>,
+) {
+    let (questions, texts): (Vec<PendingEmbed>, Vec<PendingEmbed>) =
+        pending.into_iter().partition(|p| p.query);
+    for (group, query) in [(texts, false), (questions, true)] {
+        if group.is_empty() {
+            continue;
+        }
+        let all: Vec<String> = group.iter().flat_map(|p| p.texts.iter().cloned()).collect();
+        let total = all.len();
+        match embed_queued(embedder.clone(), all, query, queue.clone()).await {
+            Ok(vectors) if vectors.len() == total => {
+                let mut vectors = vectors.into_iter();
+                for request in group {
+                    let own: Vec<Vec<f32>> = vectors.by_ref().take(request.texts.len()).collect();
+                    let _ = request.reply.send(Ok(own));
+                }
+            }
+            Ok(vectors) => {
+                let error = MemoryError::internal(format!(
+                    "the embedder returned {} vectors for {total} texts",
+                    vectors.len()
+                ));
+                for request in group {
+                    let _ = request.reply.send(Err(error.clone()));
+                }
+            }
+            Err(error) => {
+                for request in group {
+                    let _ = request.reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
 }
 
 /// Run many searches on blocking threads, split across cores when there are many.
@@ -331,23 +412,51 @@ impl Actor for VectorsActor {
                 queued: std::sync::atomic::AtomicUsize::new(0),
                 max_queued: args.max_queued_texts.max(1),
             }),
+            batch: MicroBatch::default(),
+            micro_batch: args.micro_batch,
         })
     }
 
     #[tracing::instrument(name = "vectors", skip_all)]
     async fn handle(
         &self,
-        _myself: VectorsRef,
+        myself: VectorsRef,
         message: VectorsMsg,
         state: &mut VectorsState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            VectorsMsg::Embed { texts, reply } => {
-                let (embedder, queue) = (state.embedder.current(), state.queue.clone());
-                tokio::spawn(async move {
-                    let _ = reply.send(embed_queued(embedder, texts, queue).await);
+            VectorsMsg::Embed {
+                texts,
+                query,
+                reply,
+            } => {
+                let embedder = state.embedder.current();
+                let collect = !state.micro_batch.is_zero()
+                    && embedder.batching_pays()
+                    && !texts.is_empty()
+                    && texts.len() <= MICRO_BATCH_REQUEST;
+                if !collect {
+                    let queue = state.queue.clone();
+                    tokio::spawn(async move {
+                        let _ = reply.send(embed_queued(embedder, texts, query, queue).await);
+                    });
+                    return Ok(());
+                }
+                if state.batch.pending.is_empty() {
+                    // The first request waits at most the window for others.
+                    myself.send_after(state.micro_batch, || VectorsMsg::FlushBatch);
+                }
+                state.batch.texts += texts.len();
+                state.batch.pending.push(PendingEmbed {
+                    texts,
+                    query,
+                    reply,
                 });
+                if state.batch.texts >= MICRO_BATCH_TEXTS {
+                    flush_micro_batch(state);
+                }
             }
+            VectorsMsg::FlushBatch => flush_micro_batch(state),
             VectorsMsg::Search { query, reply } => {
                 let index = state.index.clone();
                 tokio::spawn(async move {
@@ -402,6 +511,17 @@ impl Actor for VectorsActor {
     }
 }
 
+/// Embed what the micro-batch collected (nothing when it is empty: a full batch went
+/// before its timer fired).
+fn flush_micro_batch(state: &mut VectorsState) {
+    let batch = std::mem::take(&mut state.batch);
+    if batch.pending.is_empty() {
+        return;
+    }
+    let (embedder, queue) = (state.embedder.current(), state.queue.clone());
+    tokio::spawn(embed_micro_batch(embedder, batch.pending, queue));
+}
+
 /// Held (shared) by everything that embeds and then stores or searches, and
 /// exclusively by the switch at the end of a re-embedding: nobody can embed with one
 /// model and store or search among the vectors of the other.
@@ -444,11 +564,19 @@ impl VectorsHandle {
     /// Embed texts (on blocking threads), in order. Waits as long as the work takes:
     /// the call timeout plus `time_per_text` for each text.
     pub async fn embed(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.embed_as(texts, false).await
+    }
+    /// Embed questions to search with (a model's query prompt applies).
+    pub async fn embed_queries(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.embed_as(texts, true).await
+    }
+    async fn embed_as(&self, texts: &[String], query: bool) -> MemoryResult<Vec<Vec<f32>>> {
         let count = u32::try_from(texts.len()).unwrap_or(u32::MAX);
         let allowance = self.caller.call_timeout() + self.time_per_text.saturating_mul(count);
         self.caller
             .ask_within(Some(allowance), |reply| VectorsMsg::Embed {
                 texts: texts.to_vec(),
+                query,
                 reply,
             })
             .await

@@ -349,6 +349,11 @@ fn classify(speaker: Speaker, sentence: &str) -> Option<Candidate> {
         (ExtractionKind::Fact, format!("fact: \"{}\"", p.trim()))
     } else if is_my_attribute(&low) {
         (ExtractionKind::Fact, "fact: \"my … is\"".to_string())
+    } else if let Some(words) = super::routing::factual_statement(&cleaned) {
+        (
+            ExtractionKind::Fact,
+            format!("statement of fact: \"{words}\""),
+        )
     } else {
         return None;
     };

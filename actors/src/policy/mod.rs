@@ -8,6 +8,7 @@ pub mod consolidation;
 pub mod context;
 pub mod dedup;
 pub mod extraction;
+pub mod forget;
 pub mod fusion;
 pub mod lru;
 pub mod recall;

@@ -3,6 +3,7 @@
 //! when the rules are ambiguous an arbiter (an LLM, when one is configured) may decide.
 
 use crate::model::MemoryType;
+use crate::text::is_stopword;
 
 /// The rules' verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +214,156 @@ fn emotion_in(tokens: &[String]) -> Option<(f32, f32, &'static str)> {
     Some((valence.clamp(-1.0, 1.0), arousal.clamp(0.0, 1.0), first.0))
 }
 
+/// Verbs (base form) that state how things are or habitually go: "the DB runs on port
+/// 5433", "we deploy on Tuesdays", "Alice owns the billing service".
+const FACT_VERBS: &[&str] = &[
+    "allow", "attend", "belong", "bill", "block", "build", "call", "charge", "close", "commit",
+    "connect", "contain", "cost", "cover", "deploy", "depend", "drink", "drive", "eat", "expire",
+    "go", "handle", "hate", "have", "hold", "host", "include", "keep", "last", "lead", "like",
+    "listen", "live", "love", "manage", "mean", "meet", "merge", "need", "open", "own", "pay",
+    "play", "point", "prefer", "publish", "push", "read", "release", "report", "require", "review",
+    "rotate", "run", "send", "serve", "ship", "sleep", "speak", "start", "store", "study",
+    "support", "sync", "take", "teach", "test", "train", "use", "visit", "want", "watch", "wear",
+    "work", "write",
+];
+
+/// Subjects that take a verb's base form ("we deploy", "they use").
+const PLURAL_SUBJECTS: &[&str] = &["i", "we", "you", "they"];
+
+/// Words before a base form that make it no statement of how things are ("to run",
+/// "will deploy", "did use").
+const NOT_STATING: &[&str] = &[
+    "to", "will", "would", "should", "could", "can", "must", "might", "may", "shall", "did",
+    "didn't", "won't", "can't", "let's", "please",
+];
+
+/// Words that make a statement habitual ("every Friday", "usually", "on Tuesdays").
+const HABITUAL_WORDS: &[&str] = &[
+    "always",
+    "usually",
+    "often",
+    "every",
+    "each",
+    "daily",
+    "weekly",
+    "monthly",
+    "nightly",
+    "hourly",
+    "yearly",
+    "weekdays",
+    "weekends",
+    "mondays",
+    "tuesdays",
+    "wednesdays",
+    "thursdays",
+    "fridays",
+    "saturdays",
+    "sundays",
+    "mornings",
+    "evenings",
+    "nights",
+];
+
+/// The third-person present forms of a base verb ("run" → "runs", "watch" → "watches",
+/// "study" → "studies", "have" → "has", "go" → "goes").
+fn third_person_forms(base: &str) -> Vec<String> {
+    match base {
+        "have" => return vec!["has".into()],
+        "go" => return vec!["goes".into()],
+        _ => {}
+    }
+    let mut forms = vec![format!("{base}s")];
+    if base.ends_with(['s', 'x', 'z']) || base.ends_with("ch") || base.ends_with("sh") {
+        forms.push(format!("{base}es"));
+    }
+    if let Some(stem) = base.strip_suffix('y') {
+        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
+            forms.push(format!("{stem}ies"));
+        }
+    }
+    forms
+}
+
+/// The base verb of `word` when it is a present form of a [`FACT_VERBS`] verb, and
+/// whether it is the third-person form.
+fn fact_verb(word: &str) -> Option<(&'static str, bool)> {
+    FACT_VERBS.iter().find_map(|base| {
+        if word == *base {
+            Some((*base, false))
+        } else if third_person_forms(base).iter().any(|f| f == word) {
+            Some((*base, true))
+        } else {
+            None
+        }
+    })
+}
+
+/// Adverbs that may stand between a subject and its verb ("they usually meet").
+const BETWEEN_SUBJECT_AND_VERB: &[&str] = &[
+    "always",
+    "usually",
+    "often",
+    "sometimes",
+    "rarely",
+    "never",
+    "also",
+    "still",
+    "only",
+    "mostly",
+    "now",
+    "normally",
+    "generally",
+];
+
+/// Something concrete the statement is about: a number, a name (a capitalised word
+/// that is not a common word, "I" aside), or a habit ("every", "on Tuesdays").
+fn concrete_anchor(text: &str, tokens: &[String]) -> bool {
+    let names = text
+        .split(char::is_whitespace)
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| *w != "I" && w.chars().next().is_some_and(char::is_uppercase))
+        .any(|w| !is_stopword(&w.to_lowercase()));
+    names
+        || tokens.iter().any(|t| t.chars().any(|c| c.is_ascii_digit()))
+        || tokens.iter().any(|t| HABITUAL_WORDS.contains(&t.as_str()))
+}
+
+/// When `text` is a plain present-tense statement of fact about something concrete
+/// ("The staging DB runs on port 5433", "We deploy on Tuesdays", "Alice owns billing"),
+/// the words that show it (`"db runs"`); `None` for questions, instructions, talk about
+/// the past or the future, and vague statements ("that works").
+pub fn factual_statement(text: &str) -> Option<String> {
+    let trimmed = text.trim();
+    if trimmed.ends_with('?') || trimmed.lines().count() > 3 {
+        return None;
+    }
+    let tokens = words(trimmed);
+    let first = tokens.first()?;
+    if PROCEDURE_VERBS.contains(&first.as_str()) {
+        return None;
+    }
+    let found = (1..tokens.len()).find_map(|at| {
+        let verb = tokens[at].as_str();
+        let (_, third_person) = fact_verb(verb)?;
+        // The subject: the word before, past an adverb ("they usually meet").
+        let subject = tokens[..at]
+            .iter()
+            .rev()
+            .find(|w| !BETWEEN_SUBJECT_AND_VERB.contains(&w.as_str()))?
+            .as_str();
+        let states = if third_person {
+            !PLURAL_SUBJECTS.contains(&subject)
+                && !matches!(subject, "it" | "that" | "this" | "which" | "what" | "who")
+                && !NOT_STATING.contains(&subject)
+                && (matches!(subject, "he" | "she") || !is_stopword(subject))
+        } else {
+            PLURAL_SUBJECTS.contains(&subject)
+        };
+        states.then(|| format!("{subject} {verb}"))
+    })?;
+    concrete_anchor(trimmed, &tokens).then_some(found)
+}
+
 /// Classify `text` by rules.
 pub fn route(text: &str) -> RoutingDecision {
     let lower = format!(" {} ", text.to_lowercase());
@@ -340,6 +491,13 @@ pub fn route(text: &str) -> RoutingDecision {
             1.5,
             format!("attribute with a value (\"{} {}\")", window[0], window[1]),
         ));
+    } else if let Some(words) = factual_statement(text) {
+        // Weaker than every other signal: "we deployed", "yesterday" or a how-to win.
+        scores.push((
+            MemoryType::Semantic,
+            1.0,
+            format!("present-tense statement of fact (\"{words}\")"),
+        ));
     }
 
     scores.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -402,6 +560,57 @@ mod tests {
         assert_eq!(
             kind("I am so frustrated with the build system"),
             MemoryType::Affective
+        );
+    }
+
+    #[test]
+    fn plain_statements_of_fact_are_knowledge() {
+        for text in [
+            "The staging DB runs on port 5433",
+            "We deploy on Tuesdays.",
+            "Alice owns the billing service",
+            "Our API uses PostgreSQL 15",
+            "Marco studies at ETH",
+            "The cache expires every 10 minutes",
+            "They usually meet on Mondays",
+        ] {
+            let decision = route(text);
+            assert_eq!(
+                decision.memory_type,
+                MemoryType::Semantic,
+                "{text}: {decision:?}"
+            );
+            assert!(
+                decision
+                    .reason
+                    .starts_with("present-tense statement of fact")
+                    || decision.reason.starts_with("definitional"),
+                "{text}: {}",
+                decision.reason
+            );
+        }
+    }
+
+    #[test]
+    fn questions_instructions_the_past_and_vague_talk_are_not_facts() {
+        for text in [
+            "Does the staging DB run on port 5433?",
+            "Run the migrations on staging first",
+            "We will deploy on Tuesday",
+            "I want to deploy",
+            "that works for me",
+            "it runs fine",
+            "we need to talk",
+        ] {
+            assert!(factual_statement(text).is_none(), "{text}");
+        }
+        assert_eq!(
+            kind("Yesterday we deployed the API on port 80"),
+            MemoryType::Episodic
+        );
+        assert_eq!(
+            kind("We deployed the API to Fly on Tuesday"),
+            MemoryType::Episodic
         );
     }
 

@@ -159,6 +159,29 @@ pub fn cap_summary(summary: &str, max_tokens: usize) -> String {
     format!("{} …", words[..low].join(" "))
 }
 
+/// Most tokens a compaction's summary may take: a quarter of the threshold (`quarter`),
+/// and fewer than what it replaces (the previous summary and the compacted messages,
+/// each counted as the message it is), so compaction never makes a session longer.
+pub fn summary_budget(
+    quarter: usize,
+    previous: Option<&str>,
+    compacted: &[SessionMessage],
+) -> usize {
+    let replaced: u64 = previous.map_or(0, |s| u64::from(message_tokens(s)))
+        + compacted
+            .iter()
+            .map(|m| u64::from(message_tokens(&m.content)))
+            .sum::<u64>();
+    // The summary is one message itself: its overhead counts against the budget.
+    let room = replaced
+        .saturating_sub(u64::from(MESSAGE_OVERHEAD_TOKENS))
+        .saturating_sub(1);
+    usize::try_from(room)
+        .unwrap_or(usize::MAX)
+        .min(quarter)
+        .max(1)
+}
+
 /// One message as a transcript line: `[2026-12-01 05:30] user: text`.
 pub fn transcript_line(message: &SessionMessage) -> String {
     format!(
@@ -356,6 +379,29 @@ mod tests {
         record.summary = Some("a b c".into());
         assert_eq!(session_tokens(&record), u64::from(message_tokens("a b c")));
         assert!(message_tokens("") >= MESSAGE_OVERHEAD_TOKENS);
+    }
+
+    #[test]
+    fn a_summary_never_outgrows_what_it_replaces() {
+        let mut short = vec![message(1, 0), message(2, 1), message(3, 2)];
+        for (m, text) in short
+            .iter_mut()
+            .zip(["We deploy on Tuesdays.", "Noted.", "Thanks!"])
+        {
+            m.content = text.into();
+        }
+        let replaced: u32 = short.iter().map(|m| message_tokens(&m.content)).sum();
+        let budget = summary_budget(100, None, &short);
+        assert!(
+            budget as u32 + MESSAGE_OVERHEAD_TOKENS < replaced,
+            "{budget} vs {replaced}"
+        );
+        let long_summary = "a summary that goes on and on about the deploy day and the notes taken";
+        let capped = cap_summary(long_summary, budget);
+        assert!(message_tokens(&capped) < replaced, "{capped:?}");
+        // A long session is bounded by the quarter of the threshold instead.
+        let long: Vec<SessionMessage> = (1..=40).map(|i| message(i, i as i64)).collect();
+        assert_eq!(summary_budget(100, Some("earlier summary"), &long), 100);
     }
 
     #[test]

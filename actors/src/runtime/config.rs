@@ -162,6 +162,9 @@ pub struct EmbedSettings {
     pub max_queued_texts: usize,
     /// Time allowed per text on top of `call_timeout` before an embedding is given up.
     pub time_per_text: Duration,
+    /// How long small requests wait for others to be embedded with them, for an
+    /// embedder whose batches pay (zero: never).
+    pub micro_batch: Duration,
 }
 
 impl Default for EmbedSettings {
@@ -170,6 +173,7 @@ impl Default for EmbedSettings {
             concurrency: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_queued_texts: 8192,
             time_per_text: Duration::from_millis(250),
+            micro_batch: Duration::from_millis(2),
         }
     }
 }

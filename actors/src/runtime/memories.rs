@@ -1,6 +1,7 @@
 //! Operations on memories by id: get, list, patch (every change archives the previous
 //! state with a reason), delete, forget (archive) and history.
 
+use super::recall::RecallInput;
 use super::remember::{embedding_record, embedding_text};
 use super::validate::{self, not_found};
 use super::Runtime;
@@ -8,6 +9,7 @@ use crate::error::{MemoryError, MemoryResult};
 use crate::model::{
     apply_patch, version_of, AgentId, Memory, MemoryId, MemoryPatch, MemoryStatus, MemoryVersion,
 };
+use crate::policy::forget::{self as forget_policy, ForgetReason};
 use crate::store::{KeywordQuery, ListQuery};
 
 /// What to forget.
@@ -15,14 +17,32 @@ use crate::store::{KeywordQuery, ListQuery};
 pub enum ForgetTarget {
     /// One memory.
     Id(MemoryId),
-    /// Memories that keyword-match a query (at most `limit`).
+    /// Memories a query names (at most `limit`): those holding every word of it, or,
+    /// with `min_score`, those recall scores at or above it.
     Query {
         /// The query.
         text: String,
         /// Most memories to forget.
         limit: usize,
+        /// Match by recall's score (0..1) instead of by every word.
+        min_score: Option<f64>,
     },
 }
+
+/// A memory forget archived (or would, on a dry run), and why it matched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForgetMatch {
+    /// The memory.
+    pub id: MemoryId,
+    /// Its text, so a dry run can be read without another request.
+    pub content: String,
+    /// Why the query named it (`None` when forgotten by id).
+    pub reason: Option<ForgetReason>,
+}
+
+/// Keyword candidates read for an all-words forget query: the memories holding every
+/// word rank first by BM25, so this bounds the work, not the answer, in practice.
+const FORGET_CANDIDATES: usize = 1000;
 
 /// One memory, checked against `agent` when one is given (another agent's memory is `not_found`).
 pub(super) async fn get(
@@ -184,55 +204,140 @@ pub(super) async fn delete(
     Ok(())
 }
 
-/// Forget: archive (never delete) one memory or the memories matching a query. `dry_run` only reports.
+/// Forget: archive (never delete) one memory or the memories a query names (every
+/// word of it, or a recall score ≥ `min_score`). `dry_run` only reports.
 pub(super) async fn forget(
     rt: &Runtime,
     agent: &AgentId,
     target: ForgetTarget,
     dry_run: bool,
-) -> MemoryResult<Vec<MemoryId>> {
-    let ids = match target {
+) -> MemoryResult<Vec<ForgetMatch>> {
+    let matches = match target {
         ForgetTarget::Id(id) => {
             let memory = get(rt, Some(agent), &id).await?;
             if memory.status == MemoryStatus::Archived {
                 Vec::new()
             } else {
-                vec![id]
+                vec![ForgetMatch {
+                    id,
+                    content: memory.content,
+                    reason: None,
+                }]
             }
         }
-        ForgetTarget::Query { text, limit } => {
+        ForgetTarget::Query {
+            text,
+            limit,
+            min_score,
+        } => {
             validate::query(&rt.inner.config.limits, &text)?;
             validate::limit(&rt.inner.config.limits, limit)?;
-            // Only keyword matches: forgetting by vague similarity would archive the wrong things.
-            let query = KeywordQuery {
-                agent_id: agent.clone(),
-                include_shared: false,
-                text,
-                limit,
-                occurred: None,
-            };
-            rt.actors()
-                .episodic
-                .keyword_search(&query)
-                .await?
-                .into_iter()
-                .map(|(id, _)| id)
-                .collect()
+            match min_score {
+                Some(min_score) => scored_matches(rt, agent, text, limit, min_score).await?,
+                None => all_words_matches(rt, agent, text, limit).await?,
+            }
         }
     };
     if dry_run {
-        return Ok(ids);
+        return Ok(matches);
     }
     let mut forgotten = Vec::new();
-    for id in ids {
+    for found in matches {
         let patch = MemoryPatch {
             status: Some(MemoryStatus::Archived),
             ..Default::default()
         };
-        change(rt, Some(agent), &id, patch, "forget").await?;
-        forgotten.push(id);
+        change(rt, Some(agent), &found.id, patch, "forget").await?;
+        forgotten.push(found);
     }
     Ok(forgotten)
+}
+
+/// The agent's active memories holding every word of `text`, best keyword match first.
+async fn all_words_matches(
+    rt: &Runtime,
+    agent: &AgentId,
+    text: String,
+    limit: usize,
+) -> MemoryResult<Vec<ForgetMatch>> {
+    let words = forget_policy::query_words(&text);
+    if words.is_empty() {
+        return Err(MemoryError::invalid(
+            "query",
+            "the query holds no searchable word (only stop words or punctuation); name what to forget, or give its id",
+        ));
+    }
+    let query = KeywordQuery {
+        agent_id: agent.clone(),
+        include_shared: false,
+        text,
+        limit: FORGET_CANDIDATES,
+        occurred: None,
+    };
+    let candidates: Vec<MemoryId> = rt
+        .actors()
+        .episodic
+        .keyword_search(&query)
+        .await?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let mut memories = rt.actors().episodic.get_many(&candidates).await?;
+    // Keep the keyword ranking: get_many need not answer in order.
+    let rank: std::collections::HashMap<&MemoryId, usize> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id, i))
+        .collect();
+    memories.sort_by_key(|m| rank.get(&m.id).copied().unwrap_or(usize::MAX));
+    Ok(memories
+        .into_iter()
+        .filter(|m| m.agent_id == *agent && m.status == MemoryStatus::Active)
+        .filter_map(|m| {
+            let searched = match &m.title {
+                Some(title) => format!("{title}\n{}", m.content),
+                None => m.content.clone(),
+            };
+            forget_policy::all_terms_match(&words, &searched).map(|reason| ForgetMatch {
+                id: m.id,
+                content: m.content,
+                reason: Some(reason),
+            })
+        })
+        .take(limit)
+        .collect())
+}
+
+/// The agent's own memories recall scores at or above `min_score`, best first.
+async fn scored_matches(
+    rt: &Runtime,
+    agent: &AgentId,
+    text: String,
+    limit: usize,
+    min_score: f64,
+) -> MemoryResult<Vec<ForgetMatch>> {
+    let mut input = RecallInput::new(agent.clone(), text);
+    input.limit = Some(limit);
+    input.include_shared = false;
+    let outcome = rt.recall(input).await?;
+    Ok(outcome
+        .hits
+        .into_iter()
+        .filter(|hit| {
+            hit.score >= min_score
+                && hit.memory.agent_id == *agent
+                && hit.memory.status == MemoryStatus::Active
+        })
+        .map(|hit| ForgetMatch {
+            id: hit.memory.id,
+            content: hit.memory.content,
+            reason: Some(ForgetReason::Score {
+                score: hit.score,
+                min_score,
+                matched_by: hit.matched_by.iter().map(|s| s.to_string()).collect(),
+            }),
+        })
+        .collect())
 }
 
 /// Version history of a memory, oldest first.

@@ -19,6 +19,7 @@
 //! projections (vector index, working window). A projection that misses a write
 //! catches up when its actor restarts, because it is rebuilt from the system of record.
 
+mod background;
 mod config;
 mod erase;
 mod graph;
@@ -54,7 +55,7 @@ pub use erase::EraseReport;
 pub use graph::{ActivatedMemory, AssociationOf, Neighbourhood};
 pub use health::RuntimeHealth;
 pub use kv::{KvPutInput, KvSettings};
-pub use memories::ForgetTarget;
+pub use memories::{ForgetMatch, ForgetTarget};
 pub use projected::ReadSource;
 pub use projects::ProjectInput;
 pub use recall::{RecallHit, RecallInput, RecallOutcome, RANKED_COMPONENT};
@@ -172,6 +173,8 @@ struct RuntimeInner {
     recall_latency: std::sync::Mutex<crate::policy::stats::LatencyWindow>,
     /// The current or last re-embedding (one at a time).
     reembed: reembed::ReembedTracker,
+    /// Mining and compaction started after an answer; shutdown waits for them.
+    background: Arc<background::BackgroundWork>,
     /// The consolidator's arguments, for tests that run a sleep-cycle step directly.
     #[cfg_attr(not(test), allow(dead_code))]
     sleep_args: ConsolidatorArgs,
@@ -251,6 +254,7 @@ impl Runtime {
                     2048,
                 )),
                 reembed: Default::default(),
+                background: Default::default(),
                 actors,
                 sleep_args,
                 config,
@@ -288,6 +292,13 @@ impl Runtime {
 
     /// Stop every actor after flushing pending reinforcement and checkpointing the store.
     pub async fn shutdown(&self) -> MemoryResult<()> {
+        // Exchanges being mined and sessions being compacted finish first (bounded).
+        if !self.inner.background.settle(Duration::from_secs(20)).await {
+            tracing::warn!(
+                running = self.inner.background.running(),
+                "background work still running at shutdown: its messages stay in the session log (an unfinished compaction runs again on the next message)"
+            );
+        }
         let flushed = self.actors().episodic.flush().await;
         let _ = self
             .inner
@@ -465,7 +476,7 @@ impl Runtime {
         agent: &AgentId,
         target: ForgetTarget,
         dry_run: bool,
-    ) -> MemoryResult<Vec<MemoryId>> {
+    ) -> MemoryResult<Vec<ForgetMatch>> {
         memories::forget(self, agent, target, dry_run).await
     }
 
@@ -894,6 +905,7 @@ fn child_specs(
                 episodic: actors.episodic.clone(),
                 embed_concurrency: config.embedding.concurrency,
                 max_queued_texts: config.embedding.max_queued_texts,
+                micro_batch: config.embedding.micro_batch,
             },
         ),
         ChildSpec::new(

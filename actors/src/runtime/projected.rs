@@ -253,7 +253,7 @@ impl Runtime {
         let vector = self
             .actors()
             .vectors
-            .embed(&[text.to_string()])
+            .embed_queries(&[text.to_string()])
             .await?
             .pop()
             .unwrap_or_default();

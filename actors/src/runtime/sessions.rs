@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::policy::session::{
     archive_text, cap_summary, live_window, message_tokens, needs_compaction, session_tokens,
-    summary_items,
+    summary_budget, summary_items,
 };
 use crate::store::{SessionCompaction, StoredMemory};
 use crate::thought::SessionDigest;
@@ -276,10 +276,12 @@ impl Runtime {
                 items: summary_items(&record, &compacted),
             })
             .await;
-        // At most a quarter of the threshold, so the window has room to grow again.
+        // At most a quarter of the threshold, so the window has room to grow again, and
+        // shorter than what it replaces, so compaction never lengthens a session.
+        let quarter = (self.inner.config.sessions.compact_at_tokens() / 4).max(16) as usize;
         let summary = cap_summary(
             &thought.value,
-            (self.inner.config.sessions.compact_at_tokens() / 4).max(16) as usize,
+            summary_budget(quarter, record.summary.as_deref(), &compacted),
         );
         let now = self.now();
         let (content, truncated) = archive_text(
@@ -418,7 +420,7 @@ impl Runtime {
             }
         }
         let runtime = self.clone();
-        tokio::spawn(async move {
+        self.inner.background.spawn(async move {
             let (agent, session) = &key;
             if let Err(error) = runtime.compact(agent, session, Some(through)).await {
                 tracing::warn!(%error, agent = %agent, session = session.as_str(), "session compaction failed; it is retried on the next message");
@@ -446,7 +448,7 @@ impl Runtime {
                 "session_id": session.as_ref().map(|s| s.as_str().to_string()),
             }
         });
-        tokio::spawn(async move {
+        self.inner.background.spawn(async move {
             match runtime
                 .extract_turn(&agent, &user, &assistant, session, budget, Some(provenance))
                 .await

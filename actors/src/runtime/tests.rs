@@ -703,3 +703,98 @@ async fn an_interrupted_reembedding_carries_on_where_it_stopped_and_switches_onc
     assert_eq!(again.phase, ReembedPhase::Done);
     runtime.shutdown().await.unwrap();
 }
+
+/// The built-in embedder as a model whose batches pay: records the size of each call.
+struct BatchingEmbedder {
+    /// The model that does the work.
+    inner: crate::embedding::BuiltinEmbedder,
+    /// Texts per call, in call order.
+    calls: std::sync::Mutex<Vec<usize>>,
+}
+
+impl crate::embedding::Embedder for BatchingEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        self.calls.lock().unwrap().push(texts.len());
+        self.inner.embed_batch(texts)
+    }
+    fn batching_pays(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_embeddings_share_model_calls_and_each_gets_its_own_vector() {
+    let embedder = Arc::new(BatchingEmbedder {
+        inner: crate::embedding::BuiltinEmbedder::new(256),
+        calls: Default::default(),
+    });
+    let mut parts = RuntimeParts::in_memory();
+    parts.embedder = embedder.clone();
+    let mut settings = config();
+    settings.embedding.micro_batch = Duration::from_millis(20);
+    let runtime = Runtime::start(parts, settings).await.unwrap();
+    let vectors = runtime.actors().vectors.clone();
+    let texts: Vec<String> = (0..24)
+        .map(|i| {
+            format!(
+                "note {i} about the {} service",
+                ["billing", "search", "auth"][i % 3]
+            )
+        })
+        .collect();
+    let asked = texts.iter().enumerate().map(|(i, text)| {
+        let vectors = vectors.clone();
+        let text = text.clone();
+        async move {
+            if i % 2 == 0 {
+                vectors.embed(&[text]).await
+            } else {
+                vectors.embed_queries(&[text]).await
+            }
+        }
+    });
+    let answers = futures_join_all(asked).await;
+    let reference = crate::embedding::BuiltinEmbedder::new(256);
+    for (text, answer) in texts.iter().zip(answers) {
+        let got = answer.unwrap();
+        assert_eq!(
+            got,
+            vec![crate::embedding::Embedder::embed(&reference, text).unwrap()],
+            "{text}"
+        );
+    }
+    let calls = embedder.calls.lock().unwrap().clone();
+    assert_eq!(calls.iter().sum::<usize>(), 24);
+    assert!(
+        calls.len() < 24 && calls.iter().any(|&n| n > 1),
+        "24 concurrent single embeddings took {} model calls: {calls:?}",
+        calls.len()
+    );
+
+    // A batch is a batch already: it goes straight to the model in one call.
+    embedder.calls.lock().unwrap().clear();
+    vectors.embed(&texts).await.unwrap();
+    assert_eq!(*embedder.calls.lock().unwrap(), vec![24]);
+    runtime.shutdown().await.unwrap();
+}
+
+/// Await every future (in order), without a futures dependency.
+async fn futures_join_all<F: std::future::Future + Send + 'static>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
+}

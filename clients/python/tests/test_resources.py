@@ -8,6 +8,7 @@ import json
 import pytest
 
 from mnemos_client import (
+    Conflict,
     CreatedKey,
     Health,
     ImportReport,
@@ -56,7 +57,8 @@ def test_every_documented_operation_has_a_method(admin_client: Mnemos) -> None:
         ("POST", "/v1/namespaces/{namespace}/search"),
         ("POST", "/v1/sessions/{id}/messages"), ("GET", "/v1/sessions/{id}/messages"),
         ("POST", "/v1/sessions/{id}/compact"),
-        ("POST", "/v1/admin/archive"), ("GET", "/v1/admin/keys"), ("POST", "/v1/admin/keys"),
+        ("POST", "/v1/admin/archive"), ("POST", "/v1/admin/reembed"), ("GET", "/v1/admin/reembed"),
+        ("GET", "/v1/admin/keys"), ("POST", "/v1/admin/keys"),
         ("DELETE", "/v1/admin/keys/{id}"), ("GET", "/v1/admin/audit"),
         ("DELETE", "/v1/agents/{agent}"), ("DELETE", "/v1/tenants/{tenant}"),
         ("GET", "/v1/export"), ("POST", "/v1/import"),
@@ -231,6 +233,16 @@ def test_archive_and_erase(admin_client: Mnemos, new_agent) -> None:
     assert erased.agent_id == agent
     assert erased.system_of_record.memories == 1 and erased.system_of_record.sessions == 1
     assert admin_client.get_all(agent) == []
+
+
+def test_reembed_status_and_a_refused_start(admin_client: Mnemos) -> None:
+    status = admin_client.admin.reembed_status()
+    assert status.phase in ("idle", "done") and "|" in status.serving
+    if status.target is None or status.target == status.serving:
+        # the stored vectors come from the configured model: nothing to re-embed
+        with pytest.raises(Conflict) as refused:
+            admin_client.admin.reembed()
+        assert refused.value.code == "conflict" and "configured model" in refused.value.message
 
 
 def test_erase_tenant(admin_client: Mnemos, server: dict, unique) -> None:

@@ -75,6 +75,7 @@ from .types import (
     Project,
     ProjectsResponse,
     RecallResponse,
+    ReembedStatus,
     ReflectResponse,
     RememberBatchResult,
     RememberItem,
@@ -771,7 +772,7 @@ class AsyncAdminKeys(_AsyncResource):
 
 
 class AsyncAdmin(_AsyncResource):
-    """Admin routes: keys, the audit log, archival, erasure."""
+    """Admin routes: keys, the audit log, archival, re-embedding, erasure."""
 
     def __init__(self, client: "AsyncMnemos") -> None:
         super().__init__(client)
@@ -785,6 +786,17 @@ class AsyncAdmin(_AsyncResource):
     async def archive(self) -> Run:
         """Summarise idle sessions now, what the 03:00 job does (``POST /v1/admin/archive``)."""
         return await self._client._call("POST", "/v1/admin/archive", Run)
+
+    async def reembed(self) -> ReembedStatus:
+        """Start re-embedding every memory with the configured embedding model, in the
+        background (``POST /v1/admin/reembed``; the server's admin). The stored vectors
+        answer recall until the new set is complete. ``Conflict`` when the stored vectors
+        already come from the configured model."""
+        return await self._client._call("POST", "/v1/admin/reembed", ReembedStatus)
+
+    async def reembed_status(self) -> ReembedStatus:
+        """The progress of the current or last re-embedding (``GET /v1/admin/reembed``)."""
+        return await self._client._call("GET", "/v1/admin/reembed", ReembedStatus)
 
     async def erase_agent(self, agent: str) -> EraseResponse:
         """Erase an agent from every store (``DELETE /v1/agents/{agent}``)."""

@@ -77,6 +77,7 @@ from .types import (
     Project,
     ProjectsResponse,
     RecallResponse,
+    ReembedStatus,
     ReflectResponse,
     RememberBatchResult,
     RememberItem,
@@ -773,7 +774,7 @@ class AdminKeys(_Resource):
 
 
 class Admin(_Resource):
-    """Admin routes: keys, the audit log, archival, erasure."""
+    """Admin routes: keys, the audit log, archival, re-embedding, erasure."""
 
     def __init__(self, client: "Mnemos") -> None:
         super().__init__(client)
@@ -787,6 +788,17 @@ class Admin(_Resource):
     def archive(self) -> Run:
         """Summarise idle sessions now, what the 03:00 job does (``POST /v1/admin/archive``)."""
         return self._client._call("POST", "/v1/admin/archive", Run)
+
+    def reembed(self) -> ReembedStatus:
+        """Start re-embedding every memory with the configured embedding model, in the
+        background (``POST /v1/admin/reembed``; the server's admin). The stored vectors
+        answer recall until the new set is complete. ``Conflict`` when the stored vectors
+        already come from the configured model."""
+        return self._client._call("POST", "/v1/admin/reembed", ReembedStatus)
+
+    def reembed_status(self) -> ReembedStatus:
+        """The progress of the current or last re-embedding (``GET /v1/admin/reembed``)."""
+        return self._client._call("GET", "/v1/admin/reembed", ReembedStatus)
 
     def erase_agent(self, agent: str) -> EraseResponse:
         """Erase an agent from every store (``DELETE /v1/agents/{agent}``)."""

@@ -588,6 +588,24 @@ class ReflectResponse(Model):
 
 
 @dataclass
+class ReembedStatus(Model):
+    """The progress of re-embedding every memory with the configured model."""
+
+    phase: str
+    serving: str
+    target: Optional[str]
+    total: int
+    done: int
+    passes: int
+    embedded: int
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+    pause_ms: Optional[float] = None
+    error: Optional[str] = None
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
 class Run(Model):
     """A consolidation (sleep-cycle) or archival run."""
 
