@@ -7,6 +7,7 @@ pub mod consistency;
 pub mod consolidation;
 pub mod context;
 pub mod dedup;
+pub mod entities;
 pub mod extraction;
 pub mod forget;
 pub mod fusion;
