@@ -156,7 +156,10 @@ impl Services {
         let (embedder, pending_embedder) =
             choose_embedder(settings, store.as_ref(), allow_unavailable).await?;
         let (thought, arbiter) = crate::thought::from_settings(&settings.inner_thought);
-        let projections = projections(settings, embedder.as_ref()).await?;
+        let mut projections = projections(settings, embedder.as_ref()).await?;
+        // The entity index lives in the system of record's database, kept like the others.
+        let (entity_projection, entity_index) = record.entity_index();
+        projections.push(entity_projection);
         let working = crate::working::from_settings(&settings.working)
             .await
             .map_err(keyed_error)?;
@@ -172,6 +175,7 @@ impl Services {
             arbiter,
             thought,
             projections,
+            entities: Some(entity_index),
         };
         let runtime = Runtime::start(parts, settings.runtime_config())
             .await

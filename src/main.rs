@@ -194,7 +194,7 @@ enum Command {
     /// Rebuild projections from SQL: the external ones (`graph.backend = "falkordb"`, …)
     /// and the in-process vector index.
     Reindex {
-        /// Only this projection (`falkordb`, `vectors`); default every one.
+        /// Only this projection (`vectors`, `entities`, `falkordb`, `qdrant`, `neo4j`); default every one.
         #[arg(long, conflicts_with = "reembed")]
         projection: Option<String>,
         /// Re-embed every memory with the configured embedding model and switch to it

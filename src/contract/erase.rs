@@ -35,6 +35,8 @@ pub struct ErasedRecordsView {
     pub runs: u64,
     /// KV entries the agent wrote.
     pub kv_entries: u64,
+    /// Entities its memories named (and every mention of them).
+    pub entities: u64,
 }
 
 /// What erasing one agent removed, per store.
@@ -76,6 +78,7 @@ impl EraseResponse {
                 projects: r.projects,
                 runs: r.runs,
                 kv_entries: r.kv_entries,
+                entities: r.entities,
             },
             vector_index: report.vector_index,
             working_memory: report.working_memory,

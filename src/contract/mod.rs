@@ -11,6 +11,7 @@
 pub mod browse;
 pub mod catalog;
 pub mod embedding;
+pub mod entities;
 pub mod erase;
 pub mod errors;
 pub mod health;

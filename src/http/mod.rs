@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod browse;
+pub mod entities;
 pub mod guard;
 pub mod handlers;
 pub mod identity;
@@ -153,6 +154,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v1/memories/{id}/retention", get(browse::retention))
         .route("/v1/sessions", get(browse::sessions))
         .route("/v1/namespaces", get(browse::namespaces))
+        .route("/v1/entities", get(entities::list_entities))
+        .route("/v1/entities/{id}", get(entities::get_entity))
         .route(
             "/v1/memories/{id}",
             get(handlers::get_memory)

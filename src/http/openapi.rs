@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::{admin, browse, handlers, kv, projects, sessions, transfer};
+use super::{admin, browse, entities, handlers, kv, projects, sessions, transfer};
 use crate::contract;
 
 /// The document `/openapi.json` serves: the generated one plus what utoipa cannot derive
@@ -192,6 +192,8 @@ fn extra_paths() -> Vec<(&'static str, Value)> {
         browse::retention,
         browse::sessions,
         browse::namespaces,
+        entities::list_entities,
+        entities::get_entity,
         handlers::cognition_runs,
         sessions::post_messages,
         sessions::get_messages,

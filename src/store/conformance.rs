@@ -148,7 +148,200 @@ on_both_backends!(
     kv_namespaces_evict_in_use_order,
     outbox_records_every_change_in_order,
     refuses_what_it_cannot_store_as_invalid_input,
+    the_entity_index_names_what_active_memories_name_and_rebuilds_alike,
 );
+
+/// Apply the whole outbox to the entity index, twice (a repeated apply is harmless).
+async fn entity_catch_up<D>(
+    store: &super::dialect::SqlStore<D>,
+    index: &super::entities::EntityProjection<D>,
+) where
+    D: super::dialect::Dialect,
+    super::dialect::SqlStore<D>: TestStore,
+{
+    use mnemos_actors::store::Projection;
+    let entries = store.outbox_after(0, 1000).await.unwrap();
+    let last = entries.last().map(|e| e.seq);
+    let changes: Vec<_> = entries.into_iter().map(|e| e.change).collect();
+    index.apply(&changes, last).await.unwrap();
+    index.apply(&changes, last).await.unwrap();
+}
+
+/// The entity index follows the outbox: what active memories name, per agent; an
+/// archived or deleted memory's mentions go, an entity no memory names goes, applying
+/// twice changes nothing, a rebuild gives the same entities and ids, erase removes them.
+async fn the_entity_index_names_what_active_memories_name_and_rebuilds_alike<D>(
+    store: &super::dialect::SqlStore<D>,
+) where
+    D: super::dialect::Dialect,
+    super::dialect::SqlStore<D>: TestStore,
+{
+    use mnemos_actors::store::entities::{EntityIndex, EntityQuery};
+    use mnemos_actors::store::Projection;
+    let index = super::entities::EntityProjection::new(store.clone());
+    assert_eq!(
+        index.applied().await.unwrap(),
+        None,
+        "a fresh index asks to be rebuilt"
+    );
+    let first = fixture("ana", "Melanie went to the park with Caroline.", t0());
+    let second = fixture(
+        "ana",
+        "Caroline moved to Lisbon in June 2024.",
+        t0() + chrono::Duration::days(3),
+    );
+    let other = fixture("bob", "Melanie runs the Berlin office.", t0());
+    store
+        .insert(&[stored(&first), stored(&second), stored(&other)])
+        .await
+        .unwrap();
+    entity_catch_up(store, &index).await;
+    let page = |agent: &str| EntityQuery {
+        agent_id: Some(AgentId::parse(agent).unwrap()),
+        limit: 100,
+        ..EntityQuery::default()
+    };
+    let names = |entities: &[mnemos_actors::store::entities::Entity]| {
+        entities
+            .iter()
+            .map(|e| (e.name.clone(), e.kind.as_str(), e.mentions))
+            .collect::<Vec<_>>()
+    };
+    let ana = index.entities(&page("ana")).await.unwrap();
+    assert_eq!(
+        names(&ana),
+        [
+            ("Caroline".to_string(), "person", 2),
+            ("June 2024".to_string(), "date", 1),
+            ("Lisbon".to_string(), "place", 1),
+            ("Melanie".to_string(), "person", 1),
+        ],
+        "{ana:?}"
+    );
+    let caroline = ana.iter().find(|e| e.key == "caroline").unwrap().clone();
+    assert_eq!(caroline.first_seen, first.occurred_at);
+    assert_eq!(caroline.last_seen, second.occurred_at);
+    // Another agent's entity of the same name is another entity.
+    let bob = index.entities(&page("bob")).await.unwrap();
+    let bob_melanie = bob.iter().find(|e| e.key == "melanie").unwrap();
+    let ana_melanie = ana.iter().find(|e| e.key == "melanie").unwrap();
+    assert_ne!(bob_melanie.id, ana_melanie.id);
+    assert!(index
+        .entity(&agent("bob"), &ana_melanie.id)
+        .await
+        .unwrap()
+        .is_none());
+    // Mentions, newest first; co-mentions; memories naming keys; known keys.
+    let mentions = index
+        .mentions(&agent("ana"), &caroline.id, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        mentions
+            .iter()
+            .map(|m| m.memory_id.clone())
+            .collect::<Vec<_>>(),
+        [second.id.clone(), first.id.clone()]
+    );
+    assert_eq!(
+        &second.content[mentions[0].start..mentions[0].end],
+        "Caroline"
+    );
+    let related = index
+        .co_mentioned(&agent("ana"), &caroline.id, 10)
+        .await
+        .unwrap();
+    assert_eq!(related.len(), 3, "{related:?}");
+    let naming = index
+        .memories_naming(
+            &agent("ana"),
+            &["lisbon".to_string(), "melanie".to_string()],
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        naming,
+        [
+            (second.id.clone(), "lisbon".to_string()),
+            (first.id.clone(), "melanie".to_string())
+        ]
+    );
+    assert_eq!(
+        index
+            .known_keys(&agent("ana"), &["lisbon".into(), "porto".into()])
+            .await
+            .unwrap(),
+        ["lisbon"]
+    );
+    // Search, kind and paging.
+    let searched = index
+        .entities(&EntityQuery {
+            search: Some("lin".into()),
+            ..page("ana")
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(&searched), [("Caroline".to_string(), "person", 2)]);
+    let people = index
+        .entities(&EntityQuery {
+            kind: Some(mnemos_actors::policy::entities::EntityKind::Person),
+            after_key: Some("caroline".into()),
+            ..page("ana")
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(&people), [("Melanie".to_string(), "person", 1)]);
+
+    // Archiving the second memory takes its mentions away, and Lisbon with them.
+    let mut archived = second.clone();
+    archived.status = MemoryStatus::Archived;
+    archived.version = 2;
+    store
+        .update(&archived, &version_of(&second, "forget", t0()), None)
+        .await
+        .unwrap();
+    entity_catch_up(store, &index).await;
+    // What an entity is and when it was seen follow the mentions left: "with Caroline"
+    // alone does not say she is a person.
+    let ana = index.entities(&page("ana")).await.unwrap();
+    assert_eq!(
+        names(&ana),
+        [
+            ("Caroline".to_string(), "name", 1),
+            ("Melanie".to_string(), "person", 1)
+        ]
+    );
+    assert_eq!(ana[0].last_seen, first.occurred_at);
+
+    // A rebuild from the memories gives the same entities with the same ids.
+    let before = index.entities(&page("ana")).await.unwrap();
+    index.reset().await.unwrap();
+    assert_eq!(index.applied().await.unwrap(), None);
+    let mut memories = store.agent_memories(&agent("ana")).await.unwrap();
+    memories.extend(store.agent_memories(&agent("bob")).await.unwrap());
+    let changes: Vec<_> = memories
+        .iter()
+        .map(mnemos_actors::actors::projector::memory_change)
+        .collect();
+    (&index as &dyn Projection)
+        .apply(&changes, Some(7))
+        .await
+        .unwrap();
+    assert_eq!(index.entities(&page("ana")).await.unwrap(), before);
+    assert_eq!(index.applied().await.unwrap(), Some(7));
+
+    // Erasing the agent removes its entities and mentions; the other agent keeps its own.
+    let erased = store.erase_agent(&agent("ana")).await.unwrap();
+    assert_eq!(erased.entities, 2);
+    assert!(index.entities(&page("ana")).await.unwrap().is_empty());
+    assert!(index
+        .mentions(&agent("ana"), &caroline.id, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(index.entities(&page("bob")).await.unwrap().len(), 2);
+}
 
 /// Values one of the databases cannot keep (NUL in text or JSON, an instant outside the
 /// years 1 to 9999) are `invalid_argument` naming the field on both, before anything is

@@ -566,7 +566,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         // Edges first, so each leaves its own delete in the outbox for the graph
         // projection; last the outbox's upserts not yet projected, which carry the
         // agent's content (the deletes behind them are all a projection needs).
-        let (mut archives, mut attachments, mut upserts) = (0u64, 0u64, 0u64);
+        let (mut archives, mut attachments, mut upserts, mut mentions) = (0u64, 0u64, 0u64, 0u64);
         for (statement, removed) in [
             (
                 "DELETE FROM associations WHERE agent_id = $1",
@@ -607,6 +607,14 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             (
                 "DELETE FROM outbox WHERE agent_id = $1 AND op = 'upsert'",
                 &mut upserts,
+            ),
+            (
+                "DELETE FROM entity_mentions WHERE agent_id = $1",
+                &mut mentions,
+            ),
+            (
+                "DELETE FROM entities WHERE agent_id = $1",
+                &mut erased.entities,
             ),
         ] {
             *removed = run::<D>(&mut tx, &by_agent(statement)).await?;

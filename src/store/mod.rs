@@ -7,6 +7,7 @@
 
 mod dialect;
 mod doctor;
+pub mod entities;
 mod graph;
 mod keys;
 pub(crate) mod keyword;
@@ -93,6 +94,25 @@ impl SystemOfRecord {
         match self {
             Self::Sqlite(store) => store.clone(),
             Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// The entity index in this database, as a projection to keep and as reads.
+    pub fn entity_index(
+        &self,
+    ) -> (
+        Arc<dyn mnemos_actors::store::Projection>,
+        Arc<dyn mnemos_actors::store::entities::EntityIndex>,
+    ) {
+        match self {
+            Self::Sqlite(store) => {
+                let index = Arc::new(entities::EntityProjection::new((**store).clone()));
+                (index.clone(), index)
+            }
+            Self::Postgres(store) => {
+                let index = Arc::new(entities::EntityProjection::new((**store).clone()));
+                (index.clone(), index)
+            }
         }
     }
 

@@ -464,6 +464,18 @@ impl TestApp {
         assert_status(self.post("/tools/recall", &body).await, StatusCode::OK).await
     }
 
+    /// `GET /v1/entities?agent_id=<agent>&<query>`, asserting 200.
+    pub async fn entities(&self, agent: &str, query: &str) -> Value {
+        let path = format!("/v1/entities?agent_id={agent}&{query}");
+        assert_status(self.get(&path).await, StatusCode::OK).await
+    }
+
+    /// `GET /v1/entities/{id}?agent_id=<agent>`, asserting 200.
+    pub async fn entity(&self, agent: &str, id: &str) -> Value {
+        let path = format!("/v1/entities/{id}?agent_id={agent}");
+        assert_status(self.get(&path).await, StatusCode::OK).await
+    }
+
     /// `GET /v1/export?<query>`; returns the JSONL text (asserting 200 and its type).
     pub async fn export(&self, query: &str) -> String {
         let response = self.get(&format!("/v1/export?{query}")).await;

@@ -41,6 +41,8 @@ struct Keys {
 /// What alice of tenant acme owns: a memory, a session, a project, a KV namespace.
 struct Owned {
     memory: String,
+    /// An entity alice's memory names (`{E}`).
+    entity: String,
     session: &'static str,
     project: &'static str,
     namespace: &'static str,
@@ -93,7 +95,26 @@ async fn fixture() -> (TestApp, Keys, Owned) {
         StatusCode::CREATED,
     )
     .await;
+    // The entity index follows the outbox: wait until alice's memory names something.
+    let mut entity = None;
+    for _ in 0..200 {
+        let listed = app
+            .send_as(
+                alice.as_deref(),
+                Method::GET,
+                "/v1/entities?agent_id=alice",
+                None,
+            )
+            .await;
+        let listed: Value = listed.json().await.unwrap_or_default();
+        if let Some(id) = listed["entities"][0]["id"].as_str() {
+            entity = Some(id.to_string());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let owned = Owned {
+        entity: entity.expect("alice's memory names an entity within 10 s"),
         memory: remembered["memory"]["id"]
             .as_str()
             .expect("an id")
@@ -266,6 +287,8 @@ fn routes() -> Vec<Route> {
         route(M::GET, "/v1/agents", None, Read),
         route(M::GET, "/v1/sessions?agent_id=alice", None, Read),
         route(M::GET, "/v1/namespaces", None, Read),
+        route(M::GET, "/v1/entities?agent_id=alice", None, Read),
+        route(M::GET, "/v1/entities/{E}?agent_id=alice", None, Read),
         route(M::GET, "/v1/cognition/runs?agent_id=alice", None, Read),
         route(M::GET, "/v1/projects?agent_id=alice", None, Read),
         route(M::GET, "/v1/projects/{P}?agent_id=alice", None, Read),
@@ -335,11 +358,13 @@ fn routes() -> Vec<Route> {
 fn fill(text: &str, owned: &Owned, ghost: bool) -> String {
     if ghost {
         text.replace("{X}", "0190f0f0-0000-7000-8000-000000000000")
+            .replace("{E}", "ent_000000000000000000000000")
             .replace("{S}", "ghost-chat")
             .replace("{P}", "ghost-proj")
             .replace("{N}", "ghost-ns")
     } else {
         text.replace("{X}", &owned.memory)
+            .replace("{E}", &owned.entity)
             .replace("{S}", owned.session)
             .replace("{P}", owned.project)
             .replace("{N}", owned.namespace)
@@ -524,6 +549,7 @@ async fn every_route_refuses_bad_credentials_other_agents_readers_writing_and_ot
             let as_ghost = other
                 .1
                 .replace(&owned.memory, &fill("{X}", &owned, true))
+                .replace(&owned.entity, &fill("{E}", &owned, true))
                 .replace(owned.session, "ghost-chat")
                 .replace(owned.project, "ghost-proj")
                 .replace(owned.namespace, "ghost-ns");

@@ -9,6 +9,7 @@ mod console;
 mod crash;
 mod doctor;
 mod embedding;
+mod entities;
 mod erase;
 mod errors;
 mod extraction;

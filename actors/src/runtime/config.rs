@@ -295,6 +295,8 @@ pub struct RuntimeParts {
     pub thought: Arc<dyn crate::thought::InnerThought>,
     /// External projections kept in sync from the outbox (empty: none).
     pub projections: Vec<Arc<dyn crate::store::Projection>>,
+    /// Reads of the entity index (one of `projections`); None: no entity index.
+    pub entities: Option<Arc<dyn crate::store::entities::EntityIndex>>,
 }
 
 impl RuntimeParts {
@@ -313,6 +315,7 @@ impl RuntimeParts {
             arbiter: None,
             thought: Arc::new(crate::thought::RuleThought),
             projections: Vec::new(),
+            entities: None,
         }
     }
 }

@@ -21,6 +21,7 @@
 
 mod background;
 mod config;
+mod entities;
 mod erase;
 mod graph;
 mod health;
@@ -51,6 +52,7 @@ pub use config::{
     CognitionSettings, EmbedSettings, Limits, RecallSettings, RuntimeConfig, RuntimeParts,
     SleepSettings,
 };
+pub use entities::EntityDetail;
 pub use erase::EraseReport;
 pub use graph::{ActivatedMemory, AssociationOf, Neighbourhood};
 pub use health::RuntimeHealth;
@@ -173,6 +175,8 @@ struct RuntimeInner {
     recall_latency: std::sync::Mutex<crate::policy::stats::LatencyWindow>,
     /// The current or last re-embedding (one at a time).
     reembed: reembed::ReembedTracker,
+    /// Reads of the entity index (None: the stores keep none).
+    entities: Option<Arc<dyn crate::store::entities::EntityIndex>>,
     /// Mining and compaction started after an answer; shutdown waits for them.
     background: Arc<background::BackgroundWork>,
     /// The consolidator's arguments, for tests that run a sleep-cycle step directly.
@@ -255,6 +259,7 @@ impl Runtime {
                 )),
                 reembed: Default::default(),
                 background: Default::default(),
+                entities: parts.entities.clone(),
                 actors,
                 sleep_args,
                 config,
@@ -478,6 +483,25 @@ impl Runtime {
         dry_run: bool,
     ) -> MemoryResult<Vec<ForgetMatch>> {
         memories::forget(self, agent, target, dry_run).await
+    }
+
+    /// A page of an agent's entities in key order (`query.agent_id` names the agent).
+    pub async fn entities(
+        &self,
+        query: &crate::store::entities::EntityQuery,
+    ) -> MemoryResult<Vec<crate::store::entities::Entity>> {
+        entities::entities(self, query).await
+    }
+
+    /// One entity of `agent` with the newest `limit` memories naming it and the
+    /// entities named beside it.
+    pub async fn entity(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        limit: usize,
+    ) -> MemoryResult<EntityDetail> {
+        entities::entity(self, agent, id, limit).await
     }
 
     /// Version history of a memory, oldest first.

@@ -6,6 +6,7 @@
 //! implementation in [`memory`] used by unit tests and by library users who want no
 //! files at all; the service (`src/`) adds SQLite and an HNSW index.
 
+pub mod entities;
 pub mod kv;
 pub mod memory;
 pub mod projects;
@@ -950,6 +951,8 @@ pub struct ErasedRecords {
     pub runs: u64,
     /// KV entries the agent wrote.
     pub kv_entries: u64,
+    /// Entities of the agent's memories (the entity index, in the same database).
+    pub entities: u64,
     /// The ids of the erased memories (to remove from indexes outside the store).
     #[serde(skip)]
     pub memory_ids: Vec<MemoryId>,

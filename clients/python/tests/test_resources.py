@@ -65,6 +65,7 @@ def test_every_documented_operation_has_a_method(admin_client: Mnemos) -> None:
         ("GET", "/v1/agents"), ("POST", "/v1/memories/bulk"), ("GET", "/v1/memories/{id}/associations"),
         ("GET", "/v1/memories/{id}/graph"), ("GET", "/v1/memories/{id}/retention"),
         ("GET", "/v1/sessions"), ("GET", "/v1/namespaces"),
+        ("GET", "/v1/entities"), ("GET", "/v1/entities/{id}"),
     }
     documented = {
         (method.upper(), path)
@@ -273,3 +274,39 @@ def test_export_and_import(client: Mnemos, agent: str) -> None:
     with pytest.raises(InvalidArgument) as refused:
         client.transfer.import_(truncated)
     assert refused.value.field == "trailer"
+
+
+def test_entities(client: Mnemos) -> None:
+    import time
+
+    client.tools.remember("Melanie went to the pottery class with Caroline.")
+    client.tools.remember("Caroline moved to Lisbon in June 2024.")
+    deadline = time.monotonic() + 15
+    names: dict = {}
+    while time.monotonic() < deadline:
+        names = {e.name: e for e in client.entities.list()}
+        if {"Melanie", "Caroline", "Lisbon"} <= names.keys():
+            break
+        time.sleep(0.1)
+    assert {"Melanie", "Caroline", "Lisbon"} <= names.keys(), names
+    caroline = names["Caroline"]
+    assert caroline.kind == "person" and caroline.mentions == 2
+
+    detail = client.entities.get(caroline.id)
+    assert detail.entity.id == caroline.id
+    assert len(detail.memories) == 2
+    for mention in detail.memories:
+        assert mention.memory.content[mention.start:mention.end] == "Caroline"
+    assert {r.entity.name for r in detail.related} >= {"Melanie", "Lisbon"}
+
+    places = client.entities.list(kind="place")
+    assert [e.name for e in places] == ["Lisbon"]
+    first = client.entities.list(limit=1)
+    assert len(first) == 1 and first.next_cursor
+    rest = client.entities.list(cursor=first.next_cursor)
+    assert first.entities[0].id not in {e.id for e in rest}
+    with pytest.raises(InvalidArgument) as refused:
+        client.entities.list(kind="planet")
+    assert refused.value.field == "kind"
+    with pytest.raises(NotFound):
+        client.entities.get("ent_000000000000000000000000")

@@ -49,6 +49,8 @@ from .types import (
     ChatMessage,
     CompactResponse,
     CreatedKey,
+    EntitiesResponse,
+    EntityDetail,
     DeleteAllResponse,
     DeleteResponse,
     EraseResponse,
@@ -99,6 +101,7 @@ __all__ = [
     "AsyncMemories",
     "AsyncCognition",
     "AsyncProjects",
+    "AsyncEntities",
     "AsyncKv",
     "AsyncSessions",
     "AsyncAdmin",
@@ -565,6 +568,31 @@ class AsyncCognition(_AsyncResource):
         return await self._client._call("GET", "/v1/cognition/runs", RunsResponse, params=params)
 
 
+class AsyncEntities(_AsyncResource):
+    """Entities ``/v1/entities``: who and what an agent's memories name. The index
+    follows writes within the projector's interval (a fraction of a second)."""
+
+    async def list(
+        self,
+        *,
+        agent_id: Optional[str] = None,
+        q: Optional[str] = None,
+        kind: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> EntitiesResponse:
+        """A page of the agent's entities in name order (``GET /v1/entities``); ``q``
+        matches part of a name, ``kind`` one of person, organization, place, product,
+        title, handle, email, url, path, version, date, name."""
+        params = qs(agent_id=self._agent(agent_id), q=q, kind=kind, limit=limit, cursor=cursor)
+        return await self._client._call("GET", "/v1/entities", EntitiesResponse, params=params)
+
+    async def get(self, entity_id: str, *, agent_id: Optional[str] = None, limit: Optional[int] = None) -> EntityDetail:
+        """One entity with the memories naming it and its related entities (``GET /v1/entities/{id}``)."""
+        params = qs(agent_id=self._agent(agent_id), limit=limit)
+        return await self._client._call("GET", f"/v1/entities/{seg(entity_id)}", EntityDetail, params=params)
+
+
 class AsyncProjects(_AsyncResource):
     """Projects ``/v1/projects``: an agent's groups of sessions and memories."""
 
@@ -900,6 +928,7 @@ class AsyncMnemos(BaseClient):
         self.memories = AsyncMemories(self)
         self.cognition = AsyncCognition(self)
         self.projects = AsyncProjects(self)
+        self.entities = AsyncEntities(self)
         self.kv = AsyncKv(self)
         self.sessions = AsyncSessions(self)
         self.admin = AsyncAdmin(self)

@@ -51,6 +51,8 @@ from .types import (
     ChatMessage,
     CompactResponse,
     CreatedKey,
+    EntitiesResponse,
+    EntityDetail,
     DeleteAllResponse,
     DeleteResponse,
     EraseResponse,
@@ -101,6 +103,7 @@ __all__ = [
     "Memories",
     "Cognition",
     "Projects",
+    "Entities",
     "Kv",
     "Sessions",
     "Admin",
@@ -567,6 +570,31 @@ class Cognition(_Resource):
         return self._client._call("GET", "/v1/cognition/runs", RunsResponse, params=params)
 
 
+class Entities(_Resource):
+    """Entities ``/v1/entities``: who and what an agent's memories name. The index
+    follows writes within the projector's interval (a fraction of a second)."""
+
+    def list(
+        self,
+        *,
+        agent_id: Optional[str] = None,
+        q: Optional[str] = None,
+        kind: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> EntitiesResponse:
+        """A page of the agent's entities in name order (``GET /v1/entities``); ``q``
+        matches part of a name, ``kind`` one of person, organization, place, product,
+        title, handle, email, url, path, version, date, name."""
+        params = qs(agent_id=self._agent(agent_id), q=q, kind=kind, limit=limit, cursor=cursor)
+        return self._client._call("GET", "/v1/entities", EntitiesResponse, params=params)
+
+    def get(self, entity_id: str, *, agent_id: Optional[str] = None, limit: Optional[int] = None) -> EntityDetail:
+        """One entity with the memories naming it and its related entities (``GET /v1/entities/{id}``)."""
+        params = qs(agent_id=self._agent(agent_id), limit=limit)
+        return self._client._call("GET", f"/v1/entities/{seg(entity_id)}", EntityDetail, params=params)
+
+
 class Projects(_Resource):
     """Projects ``/v1/projects``: an agent's groups of sessions and memories."""
 
@@ -902,6 +930,7 @@ class Mnemos(BaseClient):
         self.memories = Memories(self)
         self.cognition = Cognition(self)
         self.projects = Projects(self)
+        self.entities = Entities(self)
         self.kv = Kv(self)
         self.sessions = Sessions(self)
         self.admin = Admin(self)

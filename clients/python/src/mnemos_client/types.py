@@ -588,6 +588,64 @@ class ReflectResponse(Model):
 
 
 @dataclass
+class Entity(Model):
+    """Who or what an agent's memories name (a person, a place, a product …)."""
+
+    id: str
+    name: str
+    kind: str
+    mentions: int
+    first_seen: datetime
+    last_seen: datetime
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class EntitiesResponse(Model):
+    """A page of an agent's entities, in name order."""
+
+    entities: List[Entity]
+    next_cursor: Optional[str] = None
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[Entity]:
+        return iter(self.entities)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+
+@dataclass
+class EntityMention(Model):
+    """A memory naming an entity, with the words that name it (a byte span of its content)."""
+
+    memory: Memory
+    surface: str
+    start: int
+    end: int
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class RelatedEntity(Model):
+    """An entity named beside another, with how many memories name both."""
+
+    entity: Entity
+    shared_memories: int
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class EntityDetail(Model):
+    """One entity, the memories naming it (newest first) and the entities named beside it."""
+
+    entity: Entity
+    memories: List[EntityMention]
+    related: List[RelatedEntity]
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
 class ReembedStatus(Model):
     """The progress of re-embedding every memory with the configured model."""
 
