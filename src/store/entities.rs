@@ -72,8 +72,13 @@ impl<D: Dialect> EntityProjection<D> {
         }
     }
 
-    /// The keys `agent`'s entities have (read once, then kept up to date).
-    async fn known_of(&self, agent: &AgentId) -> MemoryResult<HashSet<String>> {
+    /// The keys `agent`'s entities have: kept, or read on `conn` (inside the caller's
+    /// transaction, or on a pool connection) and kept.
+    async fn known_on(
+        &self,
+        conn: &mut D::Connection,
+        agent: &AgentId,
+    ) -> MemoryResult<HashSet<String>> {
         if let Some(keys) = self.known.lock().ok().and_then(|k| k.get(agent).cloned()) {
             return Ok(keys);
         }
@@ -81,9 +86,7 @@ impl<D: Dialect> EntityProjection<D> {
             "SELECT entity_key FROM entities WHERE agent_id = $1",
             [Arg::Text(agent.as_str())],
         );
-        let keys: HashSet<String> = self
-            .store
-            .rows(&statement)
+        let keys: HashSet<String> = rows::<D>(conn, &statement)
             .await?
             .iter()
             .map(|row| row.text("entity_key"))
@@ -170,27 +173,7 @@ impl<D: Dialect> Projection for EntityProjection<D> {
             .await?;
             let Some(row) = current.first() else { continue };
             let (content, occurred_at) = (row.text("content")?, row.time("occurred_at")?);
-            let known = {
-                let cached = self.known.lock().ok().and_then(|k| k.get(agent).cloned());
-                match cached {
-                    Some(keys) => keys,
-                    None => {
-                        let statement = Statement::new(
-                            "SELECT entity_key FROM entities WHERE agent_id = $1",
-                            [Arg::Text(agent.as_str())],
-                        );
-                        let keys: HashSet<String> = rows::<D>(&mut tx, &statement)
-                            .await?
-                            .iter()
-                            .map(|row| row.text("entity_key"))
-                            .collect::<MemoryResult<_>>()?;
-                        if let Ok(mut known) = self.known.lock() {
-                            known.insert(agent.clone(), keys.clone());
-                        }
-                        keys
-                    }
-                }
-            };
+            let known = self.known_on(&mut tx, agent).await?;
             for mention in extract(&content, &known) {
                 let entity = entity_id(agent, &mention.key);
                 run::<D>(
@@ -439,7 +422,9 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         agent: &AgentId,
         candidates: &[String],
     ) -> MemoryResult<Vec<String>> {
-        let known = self.known_of(agent).await?;
+        let known = self
+            .known_on(&mut *self.store.connection().await?, agent)
+            .await?;
         Ok(candidates
             .iter()
             .filter(|c| known.contains(c.as_str()))
