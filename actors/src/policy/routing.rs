@@ -285,17 +285,24 @@ fn third_person_forms(base: &str) -> Vec<String> {
 }
 
 /// The base verb of `word` when it is a present form of a [`FACT_VERBS`] verb, and
-/// whether it is the third-person form.
+/// whether it is the third-person form. Every form is worked out once: routing runs on
+/// every write, so this is a map lookup per word.
 fn fact_verb(word: &str) -> Option<(&'static str, bool)> {
-    FACT_VERBS.iter().find_map(|base| {
-        if word == *base {
-            Some((*base, false))
-        } else if third_person_forms(base).iter().any(|f| f == word) {
-            Some((*base, true))
-        } else {
-            None
-        }
-    })
+    static FORMS: std::sync::LazyLock<std::collections::HashMap<String, (&'static str, bool)>> =
+        std::sync::LazyLock::new(|| {
+            let mut forms = std::collections::HashMap::new();
+            for base in FACT_VERBS {
+                for form in third_person_forms(base) {
+                    forms.entry(form).or_insert((*base, true));
+                }
+            }
+            // A base form wins over a third-person form spelt the same.
+            for base in FACT_VERBS {
+                forms.insert((*base).to_string(), (*base, false));
+            }
+            forms
+        });
+    FORMS.get(word).copied()
 }
 
 /// Adverbs that may stand between a subject and its verb ("they usually meet").
