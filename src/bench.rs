@@ -84,6 +84,12 @@ pub struct BenchReport {
     pub projection_lag_p95_ms: Option<f64>,
     /// Time for the projections to apply everything after the batch load, seconds.
     pub projection_drain_seconds: Option<f64>,
+    /// Entity, fact and alias extraction per memory (what the entity index runs on each
+    /// write after it is durable), over the hand-labelled sentences of agent traffic:
+    /// p50 and p99 in µs.
+    pub extraction_p50_us: f64,
+    /// See `extraction_p50_us`.
+    pub extraction_p99_us: f64,
     /// The cost of API keys, measured over HTTP on two servers side by side.
     pub auth: AuthFigures,
     /// What the web console's pages cost the server on this store.
@@ -281,6 +287,10 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
         "| console type + time filter with total p50 / p95 | {:.2} / {:.2} ms |",
         console.filtered_p50_ms, console.filtered_p95_ms
     );
+    println!(
+        "| entity, fact and alias extraction per memory p50 / p99 (after the write, in the projector) | {:.1} / {:.1} µs |",
+        report.extraction_p50_us, report.extraction_p99_us
+    );
     if let (Some(lag), Some(drain)) = (
         report.projection_lag_p95_ms,
         report.projection_drain_seconds,
@@ -380,6 +390,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     services.close().await?;
     let restart = restart_and_sleep(settings, args).await?;
     let auth = auth_overhead(settings, args.queries.min(1000)).await?;
+    let extraction = extraction_cost();
 
     single.lag_samples.sort_by(f64::total_cmp);
     single.latencies.sort_by(f64::total_cmp);
@@ -406,10 +417,43 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
             settings.storage.backend, settings.working.backend, settings.graph.backend
         ),
         projection_lag_p95_ms: has_projections.then(|| percentile(&single.lag_samples, 95.0)),
+        // Measured after the load, so nothing else runs beside it.
         projection_drain_seconds,
+        extraction_p50_us: extraction.0,
+        extraction_p99_us: extraction.1,
         auth,
         console,
     })
+}
+
+/// The hand-labelled sentences of agent traffic the entity rules are measured on.
+const EXTRACTION_SAMPLE: &str = concat!(
+    include_str!("../actors/src/policy/entities_sample.jsonl"),
+    include_str!("../actors/src/policy/entities_heldout.jsonl")
+);
+
+/// Time entity, fact and alias extraction of each sample sentence (20 rounds): p50
+/// and p99 per memory in µs.
+fn extraction_cost() -> (f64, f64) {
+    let texts: Vec<String> = EXTRACTION_SAMPLE
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .collect();
+    let known = std::collections::HashSet::new();
+    let mut samples = Vec::with_capacity(texts.len() * 20);
+    for _ in 0..20 {
+        for text in &texts {
+            let started = Instant::now();
+            let mentions = mnemos_actors::policy::entities::extract(text, &known);
+            let facts = mnemos_actors::policy::facts::extract_facts(text, &mentions, None);
+            let aliases = mnemos_actors::policy::aliases::stated_aliases(text, &mentions);
+            std::hint::black_box((facts, aliases));
+            samples.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    (percentile(&samples, 50.0), percentile(&samples, 99.0))
 }
 
 /// The console's reads, as its routes make them, `samples` of each over the agents.

@@ -1043,6 +1043,7 @@ impl Settings {
             ("recall.neighbour_weight", self.recall.neighbour_weight),
             ("recall.working_weight", self.recall.working_weight),
             ("recall.feedback_weight", self.recall.feedback_weight),
+            ("recall.entity_weight", self.recall.entity_weight),
             ("recall.speaker_boost", self.recall.speaker_boost),
         ] {
             if !(0.0..=10.0).contains(&weight) {

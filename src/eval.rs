@@ -35,7 +35,7 @@ pub struct LocomoArgs {
     pub keep: bool,
     /// Turn a recall component off, for ablations (repeatable): vector, keyword, time,
     /// neighbours, feedback, speaker, rerank.
-    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "feedback", "speaker", "topic", "rerank"])]
+    #[arg(long = "without", value_parser = ["vector", "keyword", "time", "neighbours", "feedback", "entity", "speaker", "topic", "rerank"])]
     pub without: Vec<String>,
     /// Also write, as JSON lines, every turn's and question's embedding and each
     /// question's top 100 with per-retriever scores: material for offline analysis.
@@ -445,6 +445,7 @@ pub async fn evaluate(settings: &Settings, args: &LocomoArgs) -> anyhow::Result<
             "time" => settings.recall.time_weight = 0.0,
             "neighbours" => settings.recall.neighbour_weight = 0.0,
             "feedback" => settings.recall.feedback_weight = 0.0,
+            "entity" => settings.recall.entity_weight = 0.0,
             "speaker" => settings.recall.speaker_boost = 0.0,
             "topic" => settings.recall.topic_without_speakers = false,
             _ => settings.recall.rerank = false,

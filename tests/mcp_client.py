@@ -40,6 +40,7 @@ TOOLS = {
     "extract_turn", "project_put", "project_list", "kv_put", "kv_get", "kv_search",
     "kv_list_by_tag", "kv_stats", "kv_delete",
     "list_memories", "get_memory", "update_memory", "delete_memory",
+    "entities", "entity", "facts", "entity_merge", "entity_split",
 }
 AGENT = os.environ.get("MNEMOS_DEFAULT_AGENT") or "mcp-client"
 DEFAULT_AGENT = bool(os.environ.get("MNEMOS_DEFAULT_AGENT"))
@@ -109,7 +110,7 @@ async def exercise(session):
         check(isinstance(schema, dict) and schema.get("type") == "object", f"{tool.name}: schema {schema}")
         # A tool whose every argument has a default (forget takes an id or a query,
         # consolidate only an agent, which a key bound to one supplies) requires nothing.
-        optional = {"forget", "consolidate", "reflect", "project_list", "list_memories"}
+        optional = {"forget", "consolidate", "reflect", "project_list", "list_memories", "entities", "facts"}
         check(tool.name in optional or schema.get("required"), f"{tool.name}: schema has no required fields")
         check("$ref" not in json.dumps(schema), f"{tool.name}: schema has a $ref")
         check(tool.description and len(tool.description) > 40, f"{tool.name}: no useful description")
@@ -257,10 +258,46 @@ async def exercise(session):
     deleted = await call(session, "kv_delete", {"namespace": "crew", "key": "task:1", "agent_id": "worker"})
     check(deleted["deleted"] == "task:1", f"kv_delete: {deleted}")
 
+    # Entities and facts: kept from the outbox, so poll (with a deadline) until they show.
+    await call(session, "remember", {"agent_id": "mcp-facts", "content": "Ana lives in Lisbon.",
+                                    "occurred_at": "2023-01-10T00:00:00Z"})
+    await call(session, "remember", {"agent_id": "mcp-facts", "content": "Ana moved to Porto.",
+                                    "occurred_at": "2023-06-01T00:00:00Z"})
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        facts = await call(session, "facts", {"agent_id": "mcp-facts", "subject": "ana", "attribute": "lives_in"})
+        if len(facts["facts"]) == 2 or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    values = [(f["value"], f["current"]) for f in facts["facts"]]
+    check(values == [("Lisbon", False), ("Porto", True)], f"facts: {facts}")
+    march = await call(session, "facts", {"agent_id": "mcp-facts", "subject": "Ana", "as_of": "March 2023"})
+    check([f["value"] for f in march["facts"]] == ["Lisbon"], f"facts as of March 2023: {march}")
+    listed_entities = await call(session, "entities", {"agent_id": "mcp-facts", "q": "ana"})
+    check([e["name"] for e in listed_entities["entities"]] == ["Ana"], f"entities: {listed_entities}")
+    ana = await call(session, "entity", {"agent_id": "mcp-facts", "id": listed_entities["entities"][0]["id"]})
+    check(len(ana["memories"]) >= 1 and len(ana["facts"]) == 2, f"entity: {ana}")
+    summary["errors_facts"] = await expect_invalid(session, "facts", {"agent_id": "mcp-facts", "as_of": "when pigs fly"}, "as_of")
+    await call(session, "remember", {"agent_id": "mcp-facts", "content": "Ask Nat about the kiln."})
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        nat = await call(session, "entities", {"agent_id": "mcp-facts", "q": "nat"})
+        if nat["entities"] or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    check([e["name"] for e in nat["entities"]] == ["Nat"], f"entities: {nat}")
+    ana_id = listed_entities["entities"][0]["id"]
+    merged = await call(session, "entity_merge", {"agent_id": "mcp-facts", "id": nat["entities"][0]["id"], "into": ana_id})
+    check(merged["merge"]["alias"] == "nat" and merged["merge"]["origin"] == "user", f"entity_merge: {merged}")
+    split = await call(session, "entity_split", {"agent_id": "mcp-facts", "id": ana_id, "alias": "Nat"})
+    check(split["merge"]["undone_at"] and split["entity"]["name"] == "Nat", f"entity_split: {split}")
+
     summary["calls"] = ["remember", "remember", "remember_batch", "recall", "associate", "spreading_activation",
                         "memory_history", "reflect", "consolidate", "build_context", "extract_turn",
                         "extract_turn", "forget", "project_put", "project_list", "remember", "recall", "recall",
-                        "kv_put", "kv_get", "kv_search", "kv_list_by_tag", "kv_stats", "kv_delete"]
+                        "kv_put", "kv_get", "kv_search", "kv_list_by_tag", "kv_stats", "kv_delete",
+                        "remember", "remember", "facts", "facts", "entities", "entity",
+                        "remember", "entities", "entity_merge", "entity_split"]
     summary["errors"] = [
         await expect_invalid(session, "recall", {"agent_id": AGENT}, "query"),
         await expect_invalid(session, "remember", {"agent_id": AGENT, "content": 42}, "content"),

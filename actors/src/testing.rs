@@ -75,4 +75,10 @@ impl crate::actors::projector::ProjectionSource for StoreSource<'_> {
     ) -> crate::error::MemoryResult<Vec<(crate::model::MemoryId, Vec<f32>)>> {
         self.store.embeddings_of(ids).await
     }
+    async fn memories_of(
+        &self,
+        ids: &[crate::model::MemoryId],
+    ) -> crate::error::MemoryResult<Vec<Memory>> {
+        self.store.get_many(ids).await
+    }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use utoipa::OpenApi;
 
 use super::parse::from_json_value;
-use super::{kv, memories, projects, tools, wire};
+use super::{entities, kv, memories, projects, tools, wire};
 use crate::auth::Caller;
 use crate::context::ProjectRoots;
 
@@ -44,6 +44,10 @@ use crate::context::ProjectRoots;
     kv::KvSearchBody,
     kv::KvListByTagBody,
     kv::KvStatsBody,
+    entities::EntitiesParams,
+    entities::EntityBody,
+    entities::FactsParams,
+    entities::EntityMergeToolBody,
 )))]
 struct ToolBodies;
 
@@ -108,6 +112,18 @@ pub async fn call_tool(
         "kv_list_by_tag" => answer(kv::kv_list_by_tag(runtime, caller, parse(args)?).await),
         "kv_stats" => answer(kv::kv_stats(runtime, caller, parse(args)?).await),
         "kv_delete" => answer(kv::kv_delete(runtime, caller, parse(args)?).await),
+        "entities" => answer(entities::entities(runtime, caller, parse(args)?).await),
+        "entity" => {
+            let body: entities::EntityBody = parse(args)?;
+            let params = entities::EntityParams {
+                agent_id: body.agent_id,
+                limit: body.limit,
+            };
+            answer(entities::entity(runtime, caller, body.id, params).await)
+        }
+        "facts" => answer(entities::facts(runtime, caller, parse(args)?).await),
+        "entity_merge" => answer(entities::merge_tool(runtime, caller, parse(args)?, false).await),
+        "entity_split" => answer(entities::merge_tool(runtime, caller, parse(args)?, true).await),
         unknown => Err(MemoryError::invalid(
             "name",
             format!("no tool named {unknown:?}; tools/list names the tools this server has"),

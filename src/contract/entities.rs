@@ -1,12 +1,15 @@
 //! Entities as an operation: `GET /v1/entities` (an agent's entities, searched and
-//! paged) and `GET /v1/entities/{id}` (one entity, the memories naming it, the
-//! entities named beside it). The entity index is kept from the outbox, so it may
+//! paged), `GET /v1/entities/{id}` (one entity, the memories naming it, the entities
+//! named beside it, what is said of it over time) and `GET /v1/facts` (facts with
+//! validity windows, as of a time). The entity index is kept from the outbox, so it may
 //! trail the newest write by the projector's interval.
 
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
-use mnemos_actors::policy::entities::EntityKind;
-use mnemos_actors::store::entities::{Entity, EntityQuery};
+use mnemos_actors::policy::entities::{entity_key, EntityKind};
+use mnemos_actors::policy::facts::Fact;
+use mnemos_actors::policy::time::TimeRange;
+use mnemos_actors::store::entities::{entity_id, Entity, EntityMerge, EntityQuery};
 use mnemos_actors::Runtime;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -18,8 +21,8 @@ use crate::auth::{Caller, Scope};
 const KINDS: &str =
     "person, organization, place, product, title, handle, email, url, path, version, date, name";
 
-/// Query of `GET /v1/entities`.
-#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+/// Query of `GET /v1/entities` and arguments of the MCP tool `entities`.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams, ToSchema)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EntitiesParams {
@@ -106,6 +109,178 @@ pub struct EntityDetailResponse {
     pub memories: Vec<EntityMentionView>,
     /// Entities named in the same memories, most shared first.
     pub related: Vec<RelatedEntityView>,
+    /// What the memories say of it over time (it is the subject), per attribute
+    /// oldest first; a replaced fact keeps its window.
+    pub facts: Vec<FactView>,
+    /// Facts of other subjects whose value it is ("Bob works at Acme" on Acme's page).
+    pub referenced_by: Vec<FactView>,
+    /// Names merged into it that still stand for it ("mel" for Melanie).
+    pub aliases: Vec<String>,
+    /// Its merge history, oldest first (undone merges included).
+    pub merges: Vec<MergeView>,
+}
+
+/// A merge on the wire.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MergeView {
+    /// Stable id.
+    pub id: String,
+    /// The name merged away (a resolution key: lower case).
+    pub alias: String,
+    /// The entity it stands for, by key.
+    pub name: String,
+    /// The entity it stands for.
+    pub entity_id: String,
+    /// `user` (merged through the API) or `stated` (a memory says so: "Melanie (Mel)").
+    #[schema(example = "stated")]
+    pub origin: String,
+    /// The memory stating the alias.
+    pub memory_id: Option<String>,
+    /// When it was merged.
+    pub created_at: DateTime<Utc>,
+    /// When it was split again; absent while the merge holds.
+    pub undone_at: Option<DateTime<Utc>>,
+}
+
+impl MergeView {
+    fn of(merge: EntityMerge, agent: &mnemos_actors::model::AgentId) -> Self {
+        Self {
+            entity_id: entity_id(agent, &merge.name),
+            id: merge.id,
+            alias: merge.alias,
+            name: merge.name,
+            origin: merge.origin,
+            memory_id: merge.memory_id.map(|m| m.0),
+            created_at: merge.created_at,
+            undone_at: merge.undone_at,
+        }
+    }
+}
+
+/// Body of `POST /v1/entities/{id}/merge` and arguments of the MCP tool `entity_merge`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeBody {
+    /// Whose entities (required unless the key is bound to one agent).
+    pub agent_id: Option<String>,
+    /// The entity to merge into (the one that stays).
+    pub into: String,
+}
+
+/// Body of `POST /v1/entities/{id}/split` and arguments of the MCP tool `entity_split`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SplitBody {
+    /// Whose entities (required unless the key is bound to one agent).
+    pub agent_id: Option<String>,
+    /// The alias to split off the entity (as its merge history names it, any case).
+    pub alias: String,
+}
+
+/// Arguments of the MCP tools `entity_merge` and `entity_split`: the entity's id with
+/// the body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntityMergeToolBody {
+    /// Whose entities (required unless the key is bound to one agent).
+    pub agent_id: Option<String>,
+    /// The entity merged away (`entity_merge`) or split (`entity_split`).
+    pub id: String,
+    /// `entity_merge`: the entity to merge into.
+    pub into: Option<String>,
+    /// `entity_split`: the alias to split off.
+    pub alias: Option<String>,
+}
+
+/// Answer of a merge or a split.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MergeResponse {
+    /// The merge made, or undone.
+    pub merge: MergeView,
+    /// The entity that stays (merge) or the one split off (split), as it is now.
+    pub entity: Option<EntityView>,
+}
+
+/// A fact with its validity window.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FactView {
+    /// Who or what it is about, as first written ("Alice", "staging DB").
+    pub subject: String,
+    /// The subject's entity, when the memories name it as one.
+    pub subject_entity_id: Option<String>,
+    /// What is said of it (`lives_in`, `works_at`, `port`, `likes`, `email` …).
+    #[schema(example = "lives_in")]
+    pub attribute: String,
+    /// The value, as first written.
+    pub value: String,
+    /// The value's entity, when the value is one (a relationship between entities).
+    pub value_entity_id: Option<String>,
+    /// When the first memory saying it happened.
+    pub valid_from: DateTime<Utc>,
+    /// When a later memory replaced or ended it; absent while it holds.
+    pub valid_to: Option<DateTime<Utc>>,
+    /// Whether it holds now (no `valid_to`).
+    pub current: bool,
+    /// The memories that say it, oldest first.
+    pub source_memory_ids: Vec<String>,
+    /// The memory that replaced or ended it.
+    pub closed_by_memory_id: Option<String>,
+}
+
+impl FactView {
+    /// The view of `fact` of `agent`'s facts; `entity_keys` are the keys that are
+    /// entities of the agent.
+    fn of(
+        fact: Fact,
+        agent: &mnemos_actors::model::AgentId,
+        entity_keys: &std::collections::HashSet<String>,
+    ) -> Self {
+        let entity = |key: &str| entity_keys.contains(key).then(|| entity_id(agent, key));
+        Self {
+            subject_entity_id: entity(&fact.subject_key),
+            value_entity_id: if fact.value_is_entity {
+                entity(&fact.value_key)
+            } else {
+                None
+            },
+            subject: fact.subject,
+            attribute: fact.attribute,
+            value: fact.value,
+            current: fact.valid_to.is_none(),
+            valid_from: fact.valid_from,
+            valid_to: fact.valid_to,
+            source_memory_ids: fact.sources.into_iter().map(|id| id.0).collect(),
+            closed_by_memory_id: fact.closed_by.map(|id| id.0),
+        }
+    }
+}
+
+/// Query of `GET /v1/facts` and arguments of the MCP tool `facts`.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams, ToSchema)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct FactsParams {
+    /// Whose facts (required unless the key is bound to one agent).
+    pub agent_id: Option<String>,
+    /// Only facts about this subject (a name, any case: "Alice", "staging DB"; "user"
+    /// for what an unattributed "I" said).
+    pub subject: Option<String>,
+    /// Only this attribute (`lives_in`, `works_at`, `port`, `email` …).
+    pub attribute: Option<String>,
+    /// Only facts that held at this time: an RFC 3339 instant, a date (2023-03-15), or
+    /// a period (March 2023, last week) for those that held at some time in it.
+    pub as_of: Option<String>,
+    /// Most facts (1 to 500, default 100).
+    pub limit: Option<usize>,
+}
+
+/// Answer of `GET /v1/facts`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FactsResponse {
+    /// By subject, attribute and start.
+    pub facts: Vec<FactView>,
+    /// More facts matched than `limit`.
+    pub truncated: bool,
 }
 
 /// Query of `GET /v1/entities/{id}`.
@@ -119,6 +294,19 @@ pub struct EntityParams {
     pub limit: Option<usize>,
 }
 
+/// Arguments of the MCP tool `entity` (`GET /v1/entities/{id}` in one body).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntityBody {
+    /// Whose entity (required unless the key is bound to one agent).
+    pub agent_id: Option<String>,
+    /// The entity's id (from `entities`, or an `*_entity_id` of a fact).
+    pub id: String,
+    /// Most memories listed (1 to 500, default 50).
+    pub limit: Option<usize>,
+}
+
+/// The size of a page asked for in `field`: 1 to 500, `default` when not given.
 fn page_size(field: &str, raw: Option<usize>, default: usize) -> MemoryResult<usize> {
     let limit = raw.unwrap_or(default);
     if !(1..=500).contains(&limit) {
@@ -195,7 +383,34 @@ pub async fn entity(
     let limit = page_size("limit", params.limit, 50)?;
     let detail = runtime.entity(&agent, &id, limit).await?;
     let (policy, now) = (runtime.config().retention, runtime.now());
+    let keys = entity_keys(
+        runtime,
+        &agent,
+        detail.facts.iter().chain(&detail.referenced_by),
+    )
+    .await?;
+    let view = |facts: Vec<Fact>| -> Vec<FactView> {
+        facts
+            .into_iter()
+            .map(|fact| FactView::of(fact, &agent, &keys))
+            .collect()
+    };
+    let aliases = detail
+        .merges
+        .iter()
+        .filter(|m| m.undone_at.is_none() && m.name == detail.entity.key)
+        .map(|m| m.alias.clone())
+        .collect();
+    let merges = detail
+        .merges
+        .into_iter()
+        .map(|merge| MergeView::of(merge, &agent))
+        .collect();
     Ok(EntityDetailResponse {
+        aliases,
+        merges,
+        facts: view(detail.facts),
+        referenced_by: view(detail.referenced_by),
         entity: detail.entity.into(),
         memories: detail
             .mentions
@@ -215,6 +430,177 @@ pub async fn entity(
                 shared_memories: shared,
             })
             .collect(),
+    })
+}
+
+/// Merge entity `id` into `body.into`: its name becomes an alias of the other, what
+/// named it names the other; the merge is recorded and can be split again.
+pub async fn merge(
+    runtime: &Runtime,
+    caller: &Caller,
+    id: String,
+    body: MergeBody,
+) -> MemoryResult<MergeResponse> {
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
+    let merge = runtime.merge_entities(&agent, &id, &body.into).await?;
+    let entity = runtime
+        .entity(&agent, &body.into, 1)
+        .await
+        .ok()
+        .map(|d| d.entity.into());
+    Ok(MergeResponse {
+        merge: MergeView::of(merge, &agent),
+        entity,
+    })
+}
+
+/// Split `body.alias` off entity `id` (undo its merge): what names the alias names its
+/// own entity again.
+pub async fn split(
+    runtime: &Runtime,
+    caller: &Caller,
+    id: String,
+    body: SplitBody,
+) -> MemoryResult<MergeResponse> {
+    caller.require(Scope::Write)?;
+    let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
+    if body.alias.trim().is_empty() || body.alias.len() > 200 {
+        return Err(MemoryError::invalid(
+            "alias",
+            "alias must name one of the entity's aliases (1 to 200 bytes)",
+        ));
+    }
+    let merge = runtime.split_entity(&agent, &id, &body.alias).await?;
+    let split_off = entity_id(&agent, &merge.alias);
+    let entity = runtime
+        .entity(&agent, &split_off, 1)
+        .await
+        .ok()
+        .map(|d| d.entity.into());
+    Ok(MergeResponse {
+        merge: MergeView::of(merge, &agent),
+        entity,
+    })
+}
+
+/// The MCP tools `entity_merge` and `entity_split` in one body.
+pub async fn merge_tool(
+    runtime: &Runtime,
+    caller: &Caller,
+    body: EntityMergeToolBody,
+    split_off: bool,
+) -> MemoryResult<MergeResponse> {
+    let field = if split_off { "alias" } else { "into" };
+    let value = if split_off { body.alias } else { body.into };
+    let value = value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))?;
+    if split_off {
+        split(
+            runtime,
+            caller,
+            body.id,
+            SplitBody {
+                agent_id: body.agent_id,
+                alias: value,
+            },
+        )
+        .await
+    } else {
+        merge(
+            runtime,
+            caller,
+            body.id,
+            MergeBody {
+                agent_id: body.agent_id,
+                into: value,
+            },
+        )
+        .await
+    }
+}
+
+/// The keys among `facts`' subjects and entity values that are entities of `agent`.
+async fn entity_keys<'a>(
+    runtime: &Runtime,
+    agent: &mnemos_actors::model::AgentId,
+    facts: impl Iterator<Item = &'a Fact>,
+) -> MemoryResult<std::collections::HashSet<String>> {
+    let mut candidates: Vec<String> = facts
+        .flat_map(|f| {
+            let value = f.value_is_entity.then(|| f.value_key.clone());
+            std::iter::once(f.subject_key.clone()).chain(value)
+        })
+        .collect();
+    candidates.sort();
+    candidates.dedup();
+    Ok(runtime
+        .known_entity_keys(agent, &candidates)
+        .await?
+        .into_iter()
+        .collect())
+}
+
+/// When `as_of` asks: an instant, or the period a date or phrase names.
+fn as_of_range(raw: &str, now: DateTime<Utc>) -> MemoryResult<TimeRange> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(raw.trim()) {
+        let at = at.with_timezone(&Utc);
+        return Ok(TimeRange {
+            start: at,
+            end: at + chrono::Duration::microseconds(1),
+        });
+    }
+    mnemos_actors::policy::time::parse_time_query(raw, now).map_err(|message| {
+        MemoryError::invalid(
+            "as_of",
+            format!("as_of must be an RFC 3339 time, a date or a period; {message}"),
+        )
+    })
+}
+
+/// The agent's facts with their validity windows.
+pub async fn facts(
+    runtime: &Runtime,
+    caller: &Caller,
+    params: FactsParams,
+) -> MemoryResult<FactsResponse> {
+    caller.require(Scope::Read)?;
+    let agent = caller.agent("agent_id", params.agent_id.as_deref())?;
+    let limit = page_size("limit", params.limit, 100)?;
+    let subject = params
+        .subject
+        .as_deref()
+        .map(entity_key)
+        .filter(|k| !k.is_empty());
+    let attribute = params
+        .attribute
+        .as_deref()
+        .map(|a| a.trim().to_lowercase().replace([' ', '-'], "_"))
+        .filter(|a| !a.is_empty());
+    for (field, value) in [("subject", &subject), ("attribute", &attribute)] {
+        if value.as_ref().is_some_and(|v| v.len() > 200) {
+            return Err(MemoryError::invalid(
+                field,
+                format!("{field} may hold at most 200 bytes"),
+            ));
+        }
+    }
+    let during = params
+        .as_of
+        .as_deref()
+        .map(|raw| as_of_range(raw, runtime.now()))
+        .transpose()?;
+    let mut facts = runtime
+        .facts(&agent, subject.as_deref(), attribute.as_deref(), during.as_ref())
+        .await?;
+    let truncated = facts.len() > limit;
+    facts.truncate(limit);
+    let keys = entity_keys(runtime, &agent, facts.iter()).await?;
+    Ok(FactsResponse {
+        facts: facts
+            .into_iter()
+            .map(|fact| FactView::of(fact, &agent, &keys))
+            .collect(),
+        truncated,
     })
 }
 

@@ -37,6 +37,10 @@ pub struct ErasedRecordsView {
     pub kv_entries: u64,
     /// Entities its memories named (and every mention of them).
     pub entities: u64,
+    /// Claims of facts its memories made.
+    pub facts: u64,
+    /// Merges of its entities (the merge history).
+    pub entity_merges: u64,
 }
 
 /// What erasing one agent removed, per store.
@@ -79,6 +83,8 @@ impl EraseResponse {
                 runs: r.runs,
                 kv_entries: r.kv_entries,
                 entities: r.entities,
+                facts: r.facts,
+                entity_merges: r.entity_merges,
             },
             vector_index: report.vector_index,
             working_memory: report.working_memory,

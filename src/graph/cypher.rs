@@ -4,8 +4,12 @@
 //!
 //! The projection's model: one `(:Memory {id, agent_id, type, status, shared,
 //! session_id})` node per memory, one `-[:ASSOCIATED {relation, weight, agent_id}]->`
-//! relationship per association, and one `(:MnemosProjection {id: 'outbox', applied})`
-//! node recording the outbox sequence number applied through.
+//! relationship per association, one `(:Entity {id, agent_id, key, name, kind})` node
+//! per entity an active memory names with `(:Memory)-[:MENTIONS]->(:Entity)`, one
+//! `(:Entity)-[:RELATES {attribute, memory_id, ends, agent_id}]->(:Entity)` per
+//! relationship a memory states ("Bob works_at Acme"), and one
+//! `(:MnemosProjection {id: 'outbox', applied})` node recording the outbox sequence
+//! number applied through. Entity ids are the SQL entity index's, so both agree.
 
 use mnemos_actors::model::{AgentId, MemoryId};
 use mnemos_actors::store::ProjectedChange;
@@ -27,6 +31,31 @@ pub const SET_APPLIED: &str = "MERGE (c:MnemosProjection {id: 'outbox'}) SET c.a
 pub const GET_APPLIED: &str = "MATCH (c:MnemosProjection {id: 'outbox'}) RETURN c.applied";
 /// Remove everything.
 pub const RESET: &str = "MATCH (n) DETACH DELETE n";
+/// Create or update an entity a memory names and the memory's mention of it.
+pub const UPSERT_MENTION: &str = "MATCH (m:Memory {id: $id}) \
+     MERGE (e:Entity {id: $entity_id}) \
+     ON CREATE SET e.name = $name \
+     SET e.agent_id = $agent_id, e.key = $key, e.kind = $kind \
+     MERGE (m)-[:MENTIONS]->(e)";
+/// Drop a memory's mentions of entities not in `$keep`, and each entity no memory
+/// mentions any more (with its relationships).
+pub const DROP_MENTIONS: &str = "MATCH (m:Memory {id: $id})-[r:MENTIONS]->(e:Entity) \
+     WHERE NOT e.id IN $keep DELETE r \
+     WITH DISTINCT e WHERE NOT ()-[:MENTIONS]->(e) DETACH DELETE e";
+/// Drop the relationships a memory stated.
+pub const DROP_RELATIONS: &str =
+    "MATCH (:Entity)-[r:RELATES {memory_id: $id}]->(:Entity) DELETE r";
+/// Record a relationship a memory states between two entities it names.
+pub const UPSERT_RELATION: &str = "MATCH (a:Entity {id: $from_id}), (b:Entity {id: $to_id}) \
+     MERGE (a)-[r:RELATES {attribute: $attribute, memory_id: $id}]->(b) \
+     SET r.ends = $ends, r.agent_id = $agent_id";
+/// The lookup index on entity ids.
+pub const INDEX_ENTITY_ID: &str = "CREATE INDEX FOR (e:Entity) ON (e.id)";
+/// Counts, for health and tests: entities, mentions and relationships of one agent.
+pub const COUNT_AGENT_ENTITIES: &str = "MATCH (e:Entity {agent_id: $agent_id}) \
+     OPTIONAL MATCH ()-[m:MENTIONS]->(e) \
+     OPTIONAL MATCH (e)-[r:RELATES]->() \
+     RETURN count(DISTINCT e), count(DISTINCT m), count(DISTINCT r)";
 /// The lookup index on memory ids.
 pub const INDEX_MEMORY_ID: &str = "CREATE INDEX FOR (m:Memory) ON (m.id)";
 /// Counts, for health and tests: memories and associations of one agent.
@@ -101,7 +130,77 @@ pub fn path_ids(joined: &str) -> Vec<MemoryId> {
         .collect()
 }
 
-/// The statement and parameters that apply one outbox change.
+/// Statements and parameters, in order, that apply one outbox change: the memory's
+/// or edge's own statement ([`change_query`]) and, for a projection keeping entities,
+/// the memory's mentions and relationships (before a delete, so its entities are
+/// dropped with its last mention; after an upsert, so the memory node exists).
+pub fn change_queries(change: &ProjectedChange) -> Vec<(&'static str, Vec<(&'static str, Param)>)> {
+    let main = change_query(change);
+    match change {
+        ProjectedChange::UpsertMemory {
+            id,
+            agent_id,
+            named: Some(named),
+            ..
+        } => {
+            let memory = || ("id", Param::Text(id.0.clone()));
+            let agent = || ("agent_id", Param::Text(agent_id.to_string()));
+            let mut out = vec![main];
+            for entity in &named.entities {
+                out.push((
+                    UPSERT_MENTION,
+                    vec![
+                        memory(),
+                        agent(),
+                        ("entity_id", Param::Text(entity.id.clone())),
+                        ("key", Param::Text(entity.key.clone())),
+                        ("name", Param::Text(entity.name.clone())),
+                        ("kind", Param::Text(entity.kind.clone())),
+                    ],
+                ));
+            }
+            out.push((
+                DROP_MENTIONS,
+                vec![
+                    memory(),
+                    (
+                        "keep",
+                        Param::TextList(named.entities.iter().map(|e| e.id.clone()).collect()),
+                    ),
+                ],
+            ));
+            out.push((DROP_RELATIONS, vec![memory()]));
+            for relation in &named.relations {
+                out.push((
+                    UPSERT_RELATION,
+                    vec![
+                        memory(),
+                        agent(),
+                        ("from_id", Param::Text(relation.from_id.clone())),
+                        ("to_id", Param::Text(relation.to_id.clone())),
+                        ("attribute", Param::Text(relation.attribute.clone())),
+                        ("ends", Param::Bool(relation.ends)),
+                    ],
+                ));
+            }
+            out
+        }
+        ProjectedChange::DeleteMemory { id, .. } => vec![
+            (DROP_RELATIONS, vec![("id", Param::Text(id.0.clone()))]),
+            (
+                DROP_MENTIONS,
+                vec![
+                    ("id", Param::Text(id.0.clone())),
+                    ("keep", Param::TextList(Vec::new())),
+                ],
+            ),
+            main,
+        ],
+        _ => vec![main],
+    }
+}
+
+/// The memory's or edge's own statement and parameters of one outbox change.
 pub fn change_query(change: &ProjectedChange) -> (&'static str, Vec<(&'static str, Param)>) {
     match change {
         ProjectedChange::UpsertMemory {
@@ -112,6 +211,7 @@ pub fn change_query(change: &ProjectedChange) -> (&'static str, Vec<(&'static st
             shared,
             session_id,
             embedding: _,
+            named: _,
         } => (
             UPSERT_MEMORY,
             vec![

@@ -71,6 +71,11 @@ impl FalkorProjection {
             .arg(cypher::INDEX_MEMORY_ID)
             .query_async(&mut connection)
             .await;
+        let _: Result<Value, _> = redis::cmd("GRAPH.QUERY")
+            .arg(&self.graph)
+            .arg(cypher::INDEX_ENTITY_ID)
+            .query_async(&mut connection)
+            .await;
         if let Ok(mut slot) = self.connection.lock() {
             *slot = Some(connection.clone());
         }
@@ -162,6 +167,20 @@ impl FalkorProjection {
         ))
     }
 
+    /// Entities, mentions and relationships of `agent` in the graph (tests, diagnostics).
+    pub async fn entity_counts(&self, agent: &AgentId) -> MemoryResult<(i64, i64, i64)> {
+        let values = self
+            .run(&[with_params(
+                cypher::COUNT_AGENT_ENTITIES,
+                &[("agent_id", Param::Text(agent.to_string()))],
+            )])
+            .await?;
+        let rows = values.first().map(Self::rows).unwrap_or_default();
+        let row = rows.first().cloned().unwrap_or_default();
+        let at = |i: usize| row.get(i).and_then(Self::int).unwrap_or(0);
+        Ok((at(0), at(1), at(2)))
+    }
+
     /// A memory's status as the graph holds it (tests and diagnostics; None: no node).
     pub async fn memory_status(&self, id: &MemoryId) -> MemoryResult<Option<String>> {
         let rows = self
@@ -196,9 +215,11 @@ impl FalkorProjection {
 }
 
 /// The statement of one change, with its parameters rendered for `GRAPH.QUERY`.
-pub fn statement(change: &ProjectedChange) -> String {
-    let (query, params) = cypher::change_query(change);
-    with_params(query, &params)
+pub fn statements(change: &ProjectedChange) -> Vec<String> {
+    cypher::change_queries(change)
+        .into_iter()
+        .map(|(query, params)| with_params(query, &params))
+        .collect()
 }
 
 #[async_trait]
@@ -220,7 +241,7 @@ impl Projection for FalkorProjection {
     }
 
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()> {
-        let mut queries: Vec<String> = changes.iter().map(statement).collect();
+        let mut queries: Vec<String> = changes.iter().flat_map(statements).collect();
         if let Some(through) = through {
             queries.push(with_params(
                 cypher::SET_APPLIED,
@@ -244,6 +265,10 @@ impl Projection for FalkorProjection {
 
     fn serves(&self) -> ProjectionReads {
         ProjectionReads::Graph
+    }
+
+    fn holds_entities(&self) -> bool {
+        true
     }
 
     async fn links_around(

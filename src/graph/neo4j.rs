@@ -109,6 +109,11 @@ impl Projection for Neo4jProjection {
                 "CREATE CONSTRAINT mnemos_memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
             )))
             .await;
+        let _ = self
+            .within(self.graph.run(neo4rs::query(
+                "CREATE CONSTRAINT mnemos_entity_id IF NOT EXISTS FOR (e:Entity) REQUIRE e.id IS UNIQUE",
+            )))
+            .await;
         let row = self
             .first_row(neo4rs::query(
                 "MATCH (c:MnemosProjection {id: 'outbox'}) RETURN c.applied AS applied",
@@ -122,10 +127,8 @@ impl Projection for Neo4jProjection {
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()> {
         let mut queries: Vec<Query> = changes
             .iter()
-            .map(|change| {
-                let (statement, params) = cypher::change_query(change);
-                query(statement, &params)
-            })
+            .flat_map(cypher::change_queries)
+            .map(|(statement, params)| query(statement, &params))
             .collect();
         if let Some(through) = through {
             queries.push(query(
@@ -153,6 +156,10 @@ impl Projection for Neo4jProjection {
 
     fn serves(&self) -> ProjectionReads {
         ProjectionReads::Graph
+    }
+
+    fn holds_entities(&self) -> bool {
+        true
     }
 
     async fn links_around(

@@ -156,6 +156,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v1/namespaces", get(browse::namespaces))
         .route("/v1/entities", get(entities::list_entities))
         .route("/v1/entities/{id}", get(entities::get_entity))
+        .route("/v1/entities/{id}/merge", post(entities::merge_entity))
+        .route("/v1/entities/{id}/split", post(entities::split_entity))
+        .route("/v1/facts", get(entities::list_facts))
         .route(
             "/v1/memories/{id}",
             get(handlers::get_memory)

@@ -222,6 +222,51 @@ const TOOLS: &[ToolSpec] = &[
         destructive: false,
     },
     ToolSpec {
+        name: "entities",
+        body: "EntitiesParams",
+        description: "List the people, organisations, places, products and other names an agent's memories \
+            mention (q searches names, kind filters, cursor pages). Call it to find who or what the agent knows \
+            about before asking about one of them with entity.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "entity",
+        body: "EntityBody",
+        description: "One entity by id: the memories naming it (newest first), the entities named beside it, the \
+            facts about it over time (where someone lived, worked, what they use or like, with valid_from and \
+            valid_to) and the facts pointing at it. Call it to gather everything about one person or thing.",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "facts",
+        body: "FactsParams",
+        description: "Facts with validity windows (subject, attribute, value, valid_from, valid_to) stated in an \
+            agent's memories; a replaced fact is kept with its end. Use as_of for what held at a time or in a \
+            period ('where did Alice live in March 2023?': subject Alice, attribute lives_in, as_of March 2023).",
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "entity_merge",
+        body: "EntityMergeToolBody",
+        description: "Merge entity id into entity into when both are the same person or thing under two names \
+            ('Mel' and 'Melanie'): the first name becomes an alias, its memories and facts move to the second. \
+            Recorded in the merge history; entity_split undoes it.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "entity_split",
+        body: "EntityMergeToolBody",
+        description: "Undo a merge: split alias off entity id, so the memories naming the alias form their own \
+            entity again (for two different people or things that were merged, by you or because a memory said \
+            'X (Y)'). The merge stays in the history, marked undone, and is not made again.",
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
         name: "kv_put",
         body: "KvPutBody",
         description: "Write a key in a shared key-value namespace (any JSON value, optional tags and ttl_seconds). \
@@ -1043,7 +1088,7 @@ mod tests {
     fn every_tool_has_a_plain_object_schema_with_required_fields() {
         let tools = tool_definitions();
         assert_eq!(tools.len(), TOOLS.len());
-        assert_eq!(tools.len(), 23);
+        assert_eq!(tools.len(), 28);
         for tool in &tools {
             let schema = Value::Object((*tool.input_schema).clone());
             assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);
@@ -1057,7 +1102,9 @@ mod tests {
                         "consolidate",
                         "reflect",
                         "project_list",
-                        "list_memories"
+                        "list_memories",
+                        "entities",
+                        "facts"
                     ]
                     .contains(&tool.name.as_ref()),
                 "{}: {schema}",

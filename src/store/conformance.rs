@@ -331,9 +331,51 @@ async fn the_entity_index_names_what_active_memories_name_and_rebuilds_alike<D>(
     assert_eq!(index.entities(&page("ana")).await.unwrap(), before);
     assert_eq!(index.applied().await.unwrap(), Some(7));
 
+    // Claims of facts: the archived memory's claim went with it; a superseded
+    // memory's claim stays (a contradiction closes a fact, it never deletes it) while
+    // its mentions go.
+    let about_caroline = mnemos_actors::store::entities::FactQuery {
+        agent_id: agent("ana"),
+        subject_key: Some("caroline".into()),
+        attribute: None,
+        value_key: None,
+        limit: 100,
+    };
+    assert!(index.fact_claims(&about_caroline).await.unwrap().is_empty());
+    let porto = fixture(
+        "ana",
+        "Caroline lives in Porto.",
+        t0() + chrono::Duration::days(5),
+    );
+    store.insert(&[stored(&porto)]).await.unwrap();
+    entity_catch_up(store, &index).await;
+    let found = index.fact_claims(&about_caroline).await.unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0].attribute.as_str(), found[0].value.as_str(), found[0].observed_at),
+        ("lives_in", "Porto", porto.occurred_at)
+    );
+    let mut superseded = porto.clone();
+    superseded.status = MemoryStatus::Superseded;
+    superseded.version = 2;
+    store
+        .update(&superseded, &version_of(&porto, "supersede", t0()), None)
+        .await
+        .unwrap();
+    entity_catch_up(store, &index).await;
+    assert_eq!(index.fact_claims(&about_caroline).await.unwrap(), found);
+    assert!(!index
+        .entities(&page("ana"))
+        .await
+        .unwrap()
+        .iter()
+        .any(|e| e.key == "porto"));
+
     // Erasing the agent removes its entities and mentions; the other agent keeps its own.
     let erased = store.erase_agent(&agent("ana")).await.unwrap();
     assert_eq!(erased.entities, 2);
+    assert_eq!(erased.facts, 1);
+    assert!(index.fact_claims(&about_caroline).await.unwrap().is_empty());
     assert!(index.entities(&page("ana")).await.unwrap().is_empty());
     assert!(index
         .mentions(&agent("ana"), &caroline.id, 10)

@@ -11,11 +11,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use mnemos_actors::error::MemoryResult;
+use chrono::{DateTime, Utc};
+use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{AgentId, MemoryId};
+use mnemos_actors::policy::aliases::{resolve, stated_aliases, StatedAlias};
 use mnemos_actors::policy::entities::{extract, EntityKind};
+use mnemos_actors::policy::facts::{extract_facts, FactObservation};
 use mnemos_actors::store::entities::{
-    entity_id, Entity, EntityIndex, EntityMentionRef, EntityQuery,
+    entity_id, Entity, EntityIndex, EntityMentionRef, EntityMerge, EntityQuery, FactQuery,
 };
 use mnemos_actors::store::{ProjectedChange, Projection};
 
@@ -34,7 +37,8 @@ const INSERT_ENTITY: &str =
     "INSERT INTO entities (id, agent_id, entity_key, name, kind, first_seen, last_seen) \
      VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (agent_id, entity_key) DO NOTHING";
 
-/// Derive an entity's name (the earliest mention's words), kind (the most frequent
+/// Derive an entity's name (the earliest mention's words, a mention by an alias only
+/// when there is no other), kind (the most frequent
 /// specific kind of its mentions) and time span from its mentions.
 const REFRESH_ENTITY: &str = "UPDATE entities SET \
      first_seen = COALESCE((SELECT MIN(m.occurred_at) FROM entity_mentions m WHERE m.entity_id = entities.id), first_seen), \
@@ -42,13 +46,23 @@ const REFRESH_ENTITY: &str = "UPDATE entities SET \
      kind = COALESCE((SELECT m.kind FROM entity_mentions m WHERE m.entity_id = entities.id AND m.kind <> 'name' \
          GROUP BY m.kind ORDER BY COUNT(*) DESC, m.kind LIMIT 1), 'name'), \
      name = COALESCE((SELECT m.surface FROM entity_mentions m WHERE m.entity_id = entities.id \
-         ORDER BY m.occurred_at, m.memory_id, m.start_at LIMIT 1), name) \
+         ORDER BY m.via_alias, m.occurred_at, m.memory_id, m.start_at LIMIT 1), name) \
      WHERE id = $1";
 
 /// Record one mention (a repeated apply changes nothing).
 const INSERT_MENTION: &str = "INSERT INTO entity_mentions \
-     (entity_id, memory_id, agent_id, surface, kind, start_at, end_at, occurred_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
+     (entity_id, memory_id, agent_id, surface, kind, start_at, end_at, occurred_at, via_alias) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING";
+
+/// Columns of a merge, for reads.
+const MERGE_SELECT: &str = "SELECT id, agent_id, alias_key, name_key, origin, memory_id, \
+     created_at, undone_at FROM entity_merges";
+
+/// Record one claim of a fact (a repeated apply changes nothing).
+const INSERT_CLAIM: &str = "INSERT INTO entity_facts \
+     (memory_id, ordinal, agent_id, subject_key, subject, attribute, value, value_key, \
+      value_is_entity, ends, observed_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
 
 /// Entities of an agent that no active memory names any more.
 const DELETE_ORPHANS: &str = "DELETE FROM entities WHERE agent_id = $1 AND NOT EXISTS \
@@ -61,6 +75,22 @@ pub struct EntityProjection<D: Dialect> {
     /// Keys each agent's entities have, as last read or written: a sentence-initial
     /// word matching one is a name. Dropped for an agent whose entities were removed.
     known: Mutex<HashMap<AgentId, HashSet<String>>>,
+    /// Each agent's merged aliases (alias key → the key it stands for), as last read;
+    /// dropped whenever a merge is recorded or undone.
+    aliases: Mutex<HashMap<AgentId, HashMap<String, String>>>,
+}
+
+/// What one pass over memories did, to finish it in the same transaction.
+#[derive(Default)]
+struct Pass {
+    /// Agents whose entities may have lost their last mention.
+    touched: HashSet<AgentId>,
+    /// Entities whose name, kind and span are derived again.
+    refresh: HashSet<String>,
+    /// Keys written, to add to `known` once committed.
+    learned: Vec<(AgentId, String)>,
+    /// Aliases merged because a memory stated them: what named them is read again.
+    merged: Vec<(AgentId, String)>,
 }
 
 impl<D: Dialect> EntityProjection<D> {
@@ -69,6 +99,7 @@ impl<D: Dialect> EntityProjection<D> {
         Self {
             store,
             known: Mutex::new(HashMap::new()),
+            aliases: Mutex::new(HashMap::new()),
         }
     }
 
@@ -96,6 +127,393 @@ impl<D: Dialect> EntityProjection<D> {
         }
         Ok(keys)
     }
+
+    /// `agent`'s merged aliases (alias key → key): kept, or read on `conn` and kept.
+    async fn aliases_on(
+        &self,
+        conn: &mut D::Connection,
+        agent: &AgentId,
+    ) -> MemoryResult<HashMap<String, String>> {
+        if let Some(aliases) = self.aliases.lock().ok().and_then(|a| a.get(agent).cloned()) {
+            return Ok(aliases);
+        }
+        let statement = Statement::new(
+            "SELECT alias_key, name_key FROM entity_merges \
+             WHERE agent_id = $1 AND undone_at IS NULL ORDER BY created_at, id",
+            [Arg::Text(agent.as_str())],
+        );
+        let mut aliases = HashMap::new();
+        for row in rows::<D>(conn, &statement).await? {
+            aliases.insert(row.text("alias_key")?, row.text("name_key")?);
+        }
+        if let Ok(mut cache) = self.aliases.lock() {
+            cache.insert(agent.clone(), aliases.clone());
+        }
+        Ok(aliases)
+    }
+
+    /// Forget what is kept of `agent`'s aliases and keys (a merge changed them, or a
+    /// transaction that may have changed them failed).
+    fn forget_agent(&self, agent: &AgentId) {
+        if let Ok(mut cache) = self.aliases.lock() {
+            cache.remove(agent);
+        }
+        if let Ok(mut known) = self.known.lock() {
+            known.remove(agent);
+        }
+    }
+
+    /// Record that `alias` stands for `name` because memory `memory` says so, unless
+    /// the alias is merged already or this merge was undone once. True when recorded.
+    async fn record_stated(
+        &self,
+        conn: &mut D::Connection,
+        agent: &AgentId,
+        stated: &StatedAlias,
+        memory: &MemoryId,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<bool> {
+        let seen = rows::<D>(
+            conn,
+            &Statement::new(
+                "SELECT id FROM entity_merges WHERE agent_id = $1 AND \
+                 ((alias_key = $2 AND (name_key = $3 OR undone_at IS NULL)) \
+                  OR (alias_key = $3 AND name_key = $2))",
+                [
+                    Arg::Text(agent.as_str()),
+                    Arg::Text(&stated.alias),
+                    Arg::Text(&stated.name),
+                ],
+            ),
+        )
+        .await?;
+        if !seen.is_empty() {
+            return Ok(false);
+        }
+        self.insert_merge(conn, agent, &stated.alias, &stated.name, "stated", Some(memory), at)
+            .await?;
+        Ok(true)
+    }
+
+    /// Insert a merge row and drop the kept aliases of its agent.
+    #[allow(clippy::too_many_arguments)] // one row's columns
+    async fn insert_merge(
+        &self,
+        conn: &mut D::Connection,
+        agent: &AgentId,
+        alias: &str,
+        name: &str,
+        origin: &str,
+        memory: Option<&MemoryId>,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge> {
+        let id = format!("mrg_{}", uuid::Uuid::now_v7().simple());
+        run::<D>(
+            conn,
+            &Statement::new(
+                "INSERT INTO entity_merges (id, agent_id, alias_key, name_key, origin, memory_id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [
+                    Arg::Text(&id),
+                    Arg::Text(agent.as_str()),
+                    Arg::Text(alias),
+                    Arg::Text(name),
+                    Arg::Text(origin),
+                    Arg::OptionalText(memory.map(|m| m.0.as_str())),
+                    Arg::Time(at),
+                ],
+            ),
+        )
+        .await?;
+        self.forget_agent(agent);
+        Ok(EntityMerge {
+            id,
+            alias: alias.to_string(),
+            name: name.to_string(),
+            origin: origin.to_string(),
+            memory_id: memory.cloned(),
+            created_at: at,
+            undone_at: None,
+        })
+    }
+
+    /// Index one memory again in `conn`'s transaction: drop what it named and stated,
+    /// then (unless `deleted`) read it as it is now and record its mentions (active
+    /// memories only) and its claims of facts (active, superseded, stale), every key
+    /// resolved through the agent's aliases.
+    async fn index_memory(
+        &self,
+        conn: &mut D::Connection,
+        id: &MemoryId,
+        agent: &AgentId,
+        deleted: bool,
+        pass: &mut Pass,
+    ) -> MemoryResult<()> {
+        for row in rows::<D>(
+            conn,
+            &Statement::new(
+                "DELETE FROM entity_mentions WHERE memory_id = $1 RETURNING entity_id",
+                [Arg::Text(&id.0)],
+            ),
+        )
+        .await?
+        {
+            pass.refresh.insert(row.text("entity_id")?);
+        }
+        run::<D>(
+            conn,
+            &Statement::new(
+                "DELETE FROM entity_facts WHERE memory_id = $1",
+                [Arg::Text(&id.0)],
+            ),
+        )
+        .await?;
+        pass.touched.insert(agent.clone());
+        if deleted {
+            return Ok(());
+        }
+        // The memory as it is now, read in this transaction: gone, archived or
+        // another agent's (never) means no mentions and no claims; a superseded or
+        // stale one keeps its claims (a contradiction closes a fact, it does not
+        // delete it) but names nothing for recall.
+        let current = rows::<D>(
+            conn,
+            &Statement::new(
+                "SELECT content, occurred_at, status, metadata FROM memories \
+                 WHERE id = $1 AND agent_id = $2 \
+                 AND status IN ('active', 'superseded', 'stale')",
+                [Arg::Text(&id.0), Arg::Text(agent.as_str())],
+            ),
+        )
+        .await?;
+        let Some(row) = current.first() else {
+            return Ok(());
+        };
+        let (content, occurred_at) = (row.text("content")?, row.time("occurred_at")?);
+        let active = row.text("status")? == "active";
+        let speaker = row
+            .json("metadata")?
+            .ok()
+            .and_then(|m| m.get("speaker")?.as_str().map(str::to_string));
+        let known = self.known_on(conn, agent).await?;
+        let mentions = extract(&content, &known);
+        if active {
+            for stated in stated_aliases(&content, &mentions) {
+                if self
+                    .record_stated(conn, agent, &stated, id, occurred_at)
+                    .await?
+                {
+                    pass.merged.push((agent.clone(), stated.alias));
+                }
+            }
+        }
+        let aliases = self.aliases_on(conn, agent).await?;
+        let key_of = |key: &str| resolve(key, &aliases).to_string();
+        for (ordinal, claim) in extract_facts(&content, &mentions, speaker.as_deref())
+            .into_iter()
+            .enumerate()
+        {
+            let value_key = if claim.value_is_entity {
+                key_of(&claim.value_key)
+            } else {
+                claim.value_key.clone()
+            };
+            run::<D>(
+                conn,
+                &Statement::new(
+                    INSERT_CLAIM,
+                    [
+                        Arg::Text(&id.0),
+                        Arg::Integer(ordinal as i64),
+                        Arg::Text(agent.as_str()),
+                        Arg::Text(&key_of(&claim.subject_key)),
+                        Arg::Text(&claim.subject),
+                        Arg::Text(&claim.attribute),
+                        Arg::Text(&claim.value),
+                        Arg::Text(&value_key),
+                        Arg::Flag(claim.value_is_entity),
+                        Arg::Flag(claim.ends),
+                        Arg::Time(occurred_at),
+                    ],
+                ),
+            )
+            .await?;
+        }
+        if !active {
+            return Ok(());
+        }
+        for mention in mentions {
+            let key = key_of(&mention.key);
+            let entity = entity_id(agent, &key);
+            run::<D>(
+                conn,
+                &Statement::new(
+                    INSERT_ENTITY,
+                    [
+                        Arg::Text(&entity),
+                        Arg::Text(agent.as_str()),
+                        Arg::Text(&key),
+                        Arg::Text(&mention.surface),
+                        Arg::Text(mention.kind.as_str()),
+                        Arg::Time(occurred_at),
+                    ],
+                ),
+            )
+            .await?;
+            run::<D>(
+                conn,
+                &Statement::new(
+                    INSERT_MENTION,
+                    [
+                        Arg::Text(&entity),
+                        Arg::Text(&id.0),
+                        Arg::Text(agent.as_str()),
+                        Arg::Text(&mention.surface),
+                        Arg::Text(mention.kind.as_str()),
+                        Arg::Integer(mention.start as i64),
+                        Arg::Integer(mention.end as i64),
+                        Arg::Time(occurred_at),
+                        Arg::Flag(key != mention.key),
+                    ],
+                ),
+            )
+            .await?;
+            pass.learned.push((agent.clone(), key));
+            pass.refresh.insert(entity);
+        }
+        Ok(())
+    }
+
+    /// Memories of `agent` that name any of `keys` or state a fact about them (what a
+    /// merge or split must read again).
+    async fn memories_with_keys(
+        conn: &mut D::Connection,
+        agent: &AgentId,
+        keys: &[&str],
+    ) -> MemoryResult<Vec<MemoryId>> {
+        let mut found: Vec<MemoryId> = Vec::new();
+        for key in keys {
+            let entity = entity_id(agent, key);
+            for statement in [
+                Statement::new(
+                    "SELECT DISTINCT memory_id FROM entity_mentions WHERE entity_id = $1",
+                    [Arg::Text(&entity)],
+                ),
+                Statement::new(
+                    "SELECT DISTINCT memory_id FROM entity_facts WHERE agent_id = $1 \
+                     AND (subject_key = $2 OR value_key = $2)",
+                    [Arg::Text(agent.as_str()), Arg::Text(key)],
+                ),
+            ] {
+                for row in rows::<D>(conn, &statement).await? {
+                    let id = MemoryId(row.text("memory_id")?);
+                    if !found.contains(&id) {
+                        found.push(id);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Read again what named the aliases merged during `pass` (their mentions now go
+    /// to the entity they stand for), a few rounds at most.
+    async fn follow_merges(&self, conn: &mut D::Connection, pass: &mut Pass) -> MemoryResult<()> {
+        for _ in 0..4 {
+            let merged = std::mem::take(&mut pass.merged);
+            if merged.is_empty() {
+                break;
+            }
+            for (agent, alias) in merged {
+                for memory in Self::memories_with_keys(conn, &agent, &[alias.as_str()]).await? {
+                    self.index_memory(conn, &memory, &agent, false, pass).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Finish a pass in its transaction: derive the touched entities again and drop
+    /// those nothing names. Answers the agents that lost entities.
+    async fn finish(conn: &mut D::Connection, pass: &Pass) -> MemoryResult<Vec<AgentId>> {
+        let mut refresh: Vec<&String> = pass.refresh.iter().collect();
+        refresh.sort();
+        for entity in refresh {
+            run::<D>(conn, &Statement::new(REFRESH_ENTITY, [Arg::Text(entity)])).await?;
+        }
+        let mut emptied = Vec::new();
+        for agent in &pass.touched {
+            let removed = run::<D>(
+                conn,
+                &Statement::new(DELETE_ORPHANS, [Arg::Text(agent.as_str())]),
+            )
+            .await?;
+            if removed > 0 {
+                emptied.push(agent.clone());
+            }
+        }
+        Ok(emptied)
+    }
+
+    /// After a commit: learn the keys written, forget those of agents that lost some.
+    fn committed(&self, pass: Pass, emptied: Vec<AgentId>) {
+        if let Ok(mut known) = self.known.lock() {
+            for (agent, key) in pass.learned {
+                if let Some(keys) = known.get_mut(&agent) {
+                    keys.insert(key);
+                }
+            }
+            // Entities went away: read the keys again next time.
+            for agent in emptied {
+                known.remove(&agent);
+            }
+        }
+    }
+
+    /// Follow merges, finish and commit `pass`; on failure forget what is kept of
+    /// `agent` (the transaction may have changed it).
+    async fn close_pass(
+        &self,
+        mut tx: sqlx::Transaction<'static, D>,
+        mut pass: Pass,
+        agent: &AgentId,
+    ) -> MemoryResult<()> {
+        let outcome = async {
+            self.follow_merges(&mut tx, &mut pass).await?;
+            Self::finish(&mut tx, &pass).await
+        }
+        .await;
+        self.forget_agent(agent);
+        let emptied = outcome?;
+        commit(tx).await?;
+        self.forget_agent(agent);
+        self.committed(pass, emptied);
+        Ok(())
+    }
+
+    /// An entity of `agent` by id in `conn`'s transaction, or not found naming `field`.
+    async fn entity_on(
+        conn: &mut D::Connection,
+        agent: &AgentId,
+        id: &str,
+        field: &str,
+    ) -> MemoryResult<Entity> {
+        let found = rows::<D>(
+            conn,
+            &Statement::new(
+                format!("{ENTITY_SELECT} WHERE e.agent_id = $1 AND e.id = $2"),
+                [Arg::Text(agent.as_str()), Arg::Text(id)],
+            ),
+        )
+        .await?;
+        match found.first() {
+            Some(row) => entity_row(row),
+            None => Err(MemoryError {
+                field: Some(field.into()),
+                ..MemoryError::not_found(format!("agent {agent} has no entity {id}"))
+            }),
+        }
+    }
 }
 
 /// An entity row as read.
@@ -109,6 +527,19 @@ fn entity_row<R: Columns>(row: &R) -> MemoryResult<Entity> {
         mentions: row.integer("mentions")?.max(0) as u64,
         first_seen: row.time("first_seen")?,
         last_seen: row.time("last_seen")?,
+    })
+}
+
+/// A merge row as read.
+fn merge_row<R: Columns>(row: &R) -> MemoryResult<EntityMerge> {
+    Ok(EntityMerge {
+        id: row.text("id")?,
+        alias: row.text("alias_key")?,
+        name: row.text("name_key")?,
+        origin: row.text("origin")?,
+        memory_id: row.optional_text("memory_id")?.map(MemoryId),
+        created_at: row.time("created_at")?,
+        undone_at: row.optional_time("undone_at")?,
     })
 }
 
@@ -135,132 +566,56 @@ impl<D: Dialect> Projection for EntityProjection<D> {
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()> {
         // One write transaction: each memory is read in it, so nothing gone or
         // archived is named, and the mark moves with the changes it covers.
-        let mut touched: HashSet<AgentId> = HashSet::new();
-        let mut refresh: HashSet<String> = HashSet::new();
         let mut tx = self.store.write_transaction().await?;
-        let mut learned: Vec<(AgentId, String)> = Vec::new();
-        for change in changes {
-            let (id, agent) = match change {
-                ProjectedChange::UpsertMemory { id, agent_id, .. }
-                | ProjectedChange::DeleteMemory { id, agent_id } => (id, agent_id),
-                ProjectedChange::UpsertEdge { .. } | ProjectedChange::DeleteEdge { .. } => continue,
-            };
-            for row in rows::<D>(
-                &mut tx,
-                &Statement::new(
-                    "DELETE FROM entity_mentions WHERE memory_id = $1 RETURNING entity_id",
-                    [Arg::Text(&id.0)],
-                ),
-            )
-            .await?
-            {
-                refresh.insert(row.text("entity_id")?);
+        let mut pass = Pass::default();
+        let outcome = async {
+            for change in changes {
+                let (id, agent, deleted) = match change {
+                    ProjectedChange::UpsertMemory { id, agent_id, .. } => (id, agent_id, false),
+                    ProjectedChange::DeleteMemory { id, agent_id } => (id, agent_id, true),
+                    ProjectedChange::UpsertEdge { .. } | ProjectedChange::DeleteEdge { .. } => {
+                        continue
+                    }
+                };
+                self.index_memory(&mut tx, id, agent, deleted, &mut pass)
+                    .await?;
             }
-            touched.insert(agent.clone());
-            if matches!(change, ProjectedChange::DeleteMemory { .. }) {
-                continue;
-            }
-            // The memory as it is now, read in this transaction: gone, archived or
-            // another agent's (never) means no mentions.
-            let current = rows::<D>(
-                &mut tx,
-                &Statement::new(
-                    "SELECT content, occurred_at FROM memories \
-                     WHERE id = $1 AND agent_id = $2 AND status = 'active'",
-                    [Arg::Text(&id.0), Arg::Text(agent.as_str())],
-                ),
-            )
-            .await?;
-            let Some(row) = current.first() else { continue };
-            let (content, occurred_at) = (row.text("content")?, row.time("occurred_at")?);
-            let known = self.known_on(&mut tx, agent).await?;
-            for mention in extract(&content, &known) {
-                let entity = entity_id(agent, &mention.key);
+            self.follow_merges(&mut tx, &mut pass).await?;
+            let emptied = Self::finish(&mut tx, &pass).await?;
+            if let Some(through) = through {
                 run::<D>(
                     &mut tx,
                     &Statement::new(
-                        INSERT_ENTITY,
-                        [
-                            Arg::Text(&entity),
-                            Arg::Text(agent.as_str()),
-                            Arg::Text(&mention.key),
-                            Arg::Text(&mention.surface),
-                            Arg::Text(mention.kind.as_str()),
-                            Arg::Time(occurred_at),
-                        ],
+                        "INSERT INTO entity_index_state (id, applied) VALUES (1, $1) \
+                         ON CONFLICT (id) DO UPDATE SET applied = excluded.applied",
+                        [Arg::Integer(through as i64)],
                     ),
                 )
                 .await?;
-                run::<D>(
-                    &mut tx,
-                    &Statement::new(
-                        INSERT_MENTION,
-                        [
-                            Arg::Text(&entity),
-                            Arg::Text(&id.0),
-                            Arg::Text(agent.as_str()),
-                            Arg::Text(&mention.surface),
-                            Arg::Text(mention.kind.as_str()),
-                            Arg::Integer(mention.start as i64),
-                            Arg::Integer(mention.end as i64),
-                            Arg::Time(occurred_at),
-                        ],
-                    ),
-                )
-                .await?;
-                learned.push((agent.clone(), mention.key));
-                refresh.insert(entity);
             }
+            Ok::<_, MemoryError>(emptied)
         }
-        let mut refresh: Vec<String> = refresh.into_iter().collect();
-        refresh.sort();
-        for entity in &refresh {
-            run::<D>(
-                &mut tx,
-                &Statement::new(REFRESH_ENTITY, [Arg::Text(entity)]),
-            )
-            .await?;
-        }
-        let mut emptied = Vec::new();
-        for agent in &touched {
-            let removed = run::<D>(
-                &mut tx,
-                &Statement::new(DELETE_ORPHANS, [Arg::Text(agent.as_str())]),
-            )
-            .await?;
-            if removed > 0 {
-                emptied.push(agent.clone());
+        .await;
+        match outcome {
+            Ok(emptied) => {
+                commit(tx).await?;
+                self.committed(pass, emptied);
+                Ok(())
             }
-        }
-        if let Some(through) = through {
-            run::<D>(
-                &mut tx,
-                &Statement::new(
-                    "INSERT INTO entity_index_state (id, applied) VALUES (1, $1) \
-                     ON CONFLICT (id) DO UPDATE SET applied = excluded.applied",
-                    [Arg::Integer(through as i64)],
-                ),
-            )
-            .await?;
-        }
-        commit(tx).await?;
-        if let Ok(mut known) = self.known.lock() {
-            for (agent, key) in learned {
-                if let Some(keys) = known.get_mut(&agent) {
-                    keys.insert(key);
+            Err(error) => {
+                // Aliases recorded in the failed transaction are not merged.
+                for agent in &pass.touched {
+                    self.forget_agent(agent);
                 }
-            }
-            // Entities went away: read the keys again next time.
-            for agent in emptied {
-                known.remove(&agent);
+                Err(error)
             }
         }
-        Ok(())
     }
 
     async fn reset(&self) -> MemoryResult<()> {
         let mut tx = self.store.write_transaction().await?;
         for statement in [
+            "DELETE FROM entity_facts",
             "DELETE FROM entity_mentions",
             "DELETE FROM entities",
             "DELETE FROM entity_index_state",
@@ -270,6 +625,9 @@ impl<D: Dialect> Projection for EntityProjection<D> {
         commit(tx).await?;
         if let Ok(mut known) = self.known.lock() {
             known.clear();
+        }
+        if let Ok(mut aliases) = self.aliases.lock() {
+            aliases.clear();
         }
         Ok(())
     }
@@ -327,7 +685,7 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
     ) -> MemoryResult<Vec<EntityMentionRef>> {
         let statement = Statement::new(
             "SELECT memory_id, surface, start_at, end_at, occurred_at FROM entity_mentions \
-             WHERE agent_id = $1 AND entity_id = $2 ORDER BY occurred_at DESC, memory_id LIMIT $3",
+             WHERE agent_id = $1 AND entity_id = $2 ORDER BY occurred_at DESC, memory_id, start_at LIMIT $3",
             [
                 Arg::Text(agent.as_str()),
                 Arg::Text(id),
@@ -417,18 +775,154 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
             .collect())
     }
 
+    async fn fact_claims(&self, query: &FactQuery) -> MemoryResult<Vec<FactObservation>> {
+        let mut text = String::from(
+            "SELECT memory_id, subject_key, subject, attribute, value, value_key, \
+             value_is_entity, ends, observed_at FROM entity_facts WHERE agent_id = $1",
+        );
+        let mut args = vec![Arg::Text(query.agent_id.as_str())];
+        for (column, value) in [
+            ("subject_key", &query.subject_key),
+            ("attribute", &query.attribute),
+            ("value_key", &query.value_key),
+        ] {
+            if let Some(value) = value {
+                args.push(Arg::Text(value));
+                text.push_str(&format!(" AND {column} = ${}", args.len()));
+            }
+        }
+        args.push(Arg::Integer(query.limit.clamp(1, 100_000) as i64));
+        text.push_str(&format!(
+            " ORDER BY subject_key, attribute, observed_at, memory_id, ordinal LIMIT ${}",
+            args.len()
+        ));
+        self.store
+            .all(&Statement::new(text, args), |row| {
+                Ok(FactObservation {
+                    subject_key: row.text("subject_key")?,
+                    subject: row.text("subject")?,
+                    attribute: row.text("attribute")?,
+                    value: row.text("value")?,
+                    value_key: row.text("value_key")?,
+                    value_is_entity: row.flag("value_is_entity")?,
+                    ends: row.flag("ends")?,
+                    observed_at: row.time("observed_at")?,
+                    memory_id: MemoryId(row.text("memory_id")?),
+                })
+            })
+            .await
+    }
+
     async fn known_keys(
         &self,
         agent: &AgentId,
         candidates: &[String],
     ) -> MemoryResult<Vec<String>> {
-        let known = self
-            .known_on(&mut *self.store.connection().await?, agent)
+        let mut conn = self.store.connection().await?;
+        let known = self.known_on(&mut conn, agent).await?;
+        let aliases = self.aliases_on(&mut conn, agent).await?;
+        let mut out: Vec<String> = Vec::new();
+        for candidate in candidates {
+            // A merged alias stands for the entity it was merged into.
+            let key = resolve(candidate, &aliases);
+            if known.contains(key) && !out.iter().any(|k| k == key) {
+                out.push(key.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn merge(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        into: &str,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge> {
+        if id == into {
+            return Err(MemoryError::invalid(
+                "into",
+                "an entity cannot be merged into itself; name another entity's id",
+            ));
+        }
+        let mut tx = self.store.write_transaction().await?;
+        let alias = Self::entity_on(&mut tx, agent, id, "id").await?;
+        let name = Self::entity_on(&mut tx, agent, into, "into").await?;
+        let merge = self
+            .insert_merge(&mut tx, agent, &alias.key, &name.key, "user", None, at)
             .await?;
-        Ok(candidates
-            .iter()
-            .filter(|c| known.contains(c.as_str()))
-            .cloned()
-            .collect())
+        let mut pass = Pass::default();
+        pass.merged.push((agent.clone(), alias.key.clone()));
+        self.close_pass(tx, pass, agent).await?;
+        Ok(merge)
+    }
+
+    async fn split(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        alias: &str,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge> {
+        let mut tx = self.store.write_transaction().await?;
+        let entity = Self::entity_on(&mut tx, agent, id, "id").await?;
+        let alias = mnemos_actors::policy::entities::entity_key(alias);
+        let found = rows::<D>(
+            &mut tx,
+            &Statement::new(
+                format!(
+                    "{MERGE_SELECT} WHERE agent_id = $1 AND alias_key = $2 AND undone_at IS NULL"
+                ),
+                [Arg::Text(agent.as_str()), Arg::Text(&alias)],
+            ),
+        )
+        .await?;
+        let aliases = self.aliases_on(&mut tx, agent).await?;
+        let mut merge = match found.first() {
+            Some(row) if resolve(&alias, &aliases) == entity.key => merge_row(row)?,
+            _ => {
+                return Err(MemoryError {
+                    field: Some("alias".into()),
+                    ..MemoryError::not_found(format!(
+                        "{alias:?} is not merged into entity {id} (its aliases are in its merge history)"
+                    ))
+                })
+            }
+        };
+        run::<D>(
+            &mut tx,
+            &Statement::new(
+                "UPDATE entity_merges SET undone_at = $1 WHERE id = $2",
+                [Arg::Time(at), Arg::Text(&merge.id)],
+            ),
+        )
+        .await?;
+        self.forget_agent(agent);
+        merge.undone_at = Some(at);
+        // Everything naming the entity is read again: the alias's mentions go back to it.
+        let mut pass = Pass::default();
+        for memory in Self::memories_with_keys(&mut tx, agent, &[entity.key.as_str()]).await? {
+            self.index_memory(&mut tx, &memory, agent, false, &mut pass)
+                .await?;
+        }
+        self.close_pass(tx, pass, agent).await?;
+        Ok(merge)
+    }
+
+    async fn merges(&self, agent: &AgentId, key: Option<&str>) -> MemoryResult<Vec<EntityMerge>> {
+        let statement = match key {
+            Some(key) => Statement::new(
+                format!(
+                    "{MERGE_SELECT} WHERE agent_id = $1 AND (alias_key = $2 OR name_key = $2) \
+                     ORDER BY created_at, id LIMIT 1000"
+                ),
+                [Arg::Text(agent.as_str()), Arg::Text(key)],
+            ),
+            None => Statement::new(
+                format!("{MERGE_SELECT} WHERE agent_id = $1 ORDER BY created_at, id LIMIT 1000"),
+                [Arg::Text(agent.as_str())],
+            ),
+        };
+        self.store.all(&statement, merge_row).await
     }
 }

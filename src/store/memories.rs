@@ -609,6 +609,14 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
                 &mut upserts,
             ),
             (
+                "DELETE FROM entity_facts WHERE agent_id = $1",
+                &mut erased.facts,
+            ),
+            (
+                "DELETE FROM entity_merges WHERE agent_id = $1",
+                &mut erased.entity_merges,
+            ),
+            (
                 "DELETE FROM entity_mentions WHERE agent_id = $1",
                 &mut mentions,
             ),

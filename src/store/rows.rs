@@ -251,6 +251,7 @@ pub fn outbox_entry(row: &impl Columns) -> MemoryResult<OutboxEntry> {
                 .unwrap_or_else(|| payload["shared"].as_i64().unwrap_or(0) != 0),
             session_id: payload["session_id"].as_str().map(String::from),
             embedding: None,
+            named: None,
         },
         ("memory", _) => ProjectedChange::DeleteMemory {
             id: id("memory_id")?,

@@ -450,6 +450,7 @@ impl QdrantProjection {
                 shared,
                 session_id,
                 embedding: Some(vector),
+                named: _,
             } = change
             else {
                 continue;

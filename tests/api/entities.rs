@@ -235,3 +235,325 @@ async fn the_entity_index_is_rebuilt_from_the_memories_with_the_same_ids() {
     let after = entities_named(&app, "re", &["Omar", "Cairo", "London"]).await;
     assert_eq!(before, after);
 }
+
+/// `(value, valid_from, valid_to)` of each fact of a `GET /v1/facts` answer.
+fn windows(facts: &Value) -> Vec<(String, String, Option<String>)> {
+    facts["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["value"].as_str().unwrap().to_string(),
+                f["valid_from"].as_str().unwrap().to_string(),
+                f["valid_to"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_keep_their_validity_windows_and_answer_as_of_a_time() {
+    let app = spawn_app().await;
+    let at = |day: &str| json!({ "occurred_at": format!("{day}T09:00:00Z") });
+    app.remember("facts", "Alice lives in Lisbon.", at("2023-01-10"))
+        .await;
+    app.remember("facts", "Alice works at Acme Corp.", at("2023-01-12"))
+        .await;
+    let porto = app
+        .remember("facts", "Alice moved to Porto.", at("2023-06-01"))
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.remember("facts", "Bob joined Acme Corp.", at("2023-02-01"))
+        .await;
+    app.remember("other", "Alice lives in Madrid.", at("2023-01-01"))
+        .await;
+    let ready = eventually(Duration::from_secs(15), || async {
+        app.facts("facts", "subject=alice&attribute=lives_in").await["facts"]
+            .as_array()
+            .is_some_and(|f| f.len() == 2)
+    })
+    .await;
+    assert!(ready, "{}", app.facts("facts", "").await);
+
+    // The later value closes the earlier one; both stay.
+    let lived = app.facts("facts", "subject=Alice&attribute=lives_in").await;
+    assert_eq!(
+        windows(&lived),
+        [
+            (
+                "Lisbon".to_string(),
+                "2023-01-10T09:00:00Z".to_string(),
+                Some("2023-06-01T09:00:00Z".to_string())
+            ),
+            ("Porto".to_string(), "2023-06-01T09:00:00Z".to_string(), None),
+        ],
+        "{lived}"
+    );
+    assert_eq!(lived["facts"][0]["current"], false);
+    assert_eq!(lived["facts"][0]["closed_by_memory_id"], porto.as_str());
+    assert_eq!(lived["facts"][1]["source_memory_ids"], json!([porto]));
+
+    // As of an instant, a date, a period.
+    for (as_of, expected) in [
+        ("2023-03-01T00:00:00Z", vec!["Lisbon"]),
+        ("2023-07-15", vec!["Porto"]),
+        ("in%20May%202023", vec!["Lisbon"]),
+        ("between%202023-05-01%20and%202023-07-01", vec!["Lisbon", "Porto"]),
+        ("2022-12-01", vec![]),
+    ] {
+        let found = app
+            .facts("facts", &format!("subject=alice&attribute=lives_in&as_of={as_of}"))
+            .await;
+        let values: Vec<&str> = found["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["value"].as_str().unwrap())
+            .collect();
+        assert_eq!(values, expected, "as_of={as_of}: {found}");
+    }
+
+    // Every fact of the agent (never another agent's), with entity ids where the
+    // subject and value are entities.
+    let all = app.facts("facts", "").await;
+    let triples: Vec<(String, String, String)> = all["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["subject"].as_str().unwrap().to_string(),
+                f["attribute"].as_str().unwrap().to_string(),
+                f["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(triples.len(), 4, "{all}");
+    assert!(!triples.iter().any(|t| t.2 == "Madrid"), "{all}");
+    let acme = all["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["subject"] == "Bob")
+        .unwrap()["value_entity_id"]
+        .as_str()
+        .expect("Acme Corp is an entity")
+        .to_string();
+
+    // The entity's page: what points at it (relationships), and its own facts.
+    let detail = app.entity("facts", &acme).await;
+    let pointing: Vec<&str> = detail["referenced_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["subject"].as_str().unwrap())
+        .collect();
+    assert_eq!(pointing, ["Alice", "Bob"], "{detail}");
+    let alice = app.entities("facts", "q=alice").await["entities"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let alice = app.entity("facts", &alice).await;
+    assert_eq!(alice["facts"].as_array().unwrap().len(), 3, "{alice}");
+
+    // Refusals name the field; another agent's facts are not there to be found.
+    for (query, field) in [
+        ("as_of=when%20pigs%20fly", "as_of"),
+        ("limit=0", "limit"),
+        ("colour=red", "colour"),
+    ] {
+        assert_error(
+            app.get(&format!("/v1/facts?agent_id=facts&{query}")).await,
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            Some(field),
+        )
+        .await;
+    }
+    assert_eq!(
+        app.facts("nobody", "subject=alice").await["facts"],
+        json!([])
+    );
+
+    // Forgetting what said Alice moved makes Lisbon hold again: a forgotten memory
+    // said nothing.
+    assert_status(
+        app.post("/tools/forget", &json!({"agent_id": "facts", "id": porto}))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    let reopened = eventually(Duration::from_secs(15), || async {
+        windows(&app.facts("facts", "subject=alice&attribute=lives_in").await)
+            == [(
+                "Lisbon".to_string(),
+                "2023-01-10T09:00:00Z".to_string(),
+                None,
+            )]
+    })
+    .await;
+    assert!(reopened, "{}", app.facts("facts", "subject=alice").await);
+
+    // Erasing the agent erases its facts; the other agent keeps its own.
+    let erased = assert_status(app.delete("/v1/agents/facts").await, StatusCode::OK).await;
+    assert!(
+        erased["system_of_record"]["facts"].as_u64().unwrap() >= 3,
+        "{erased}"
+    );
+    assert_eq!(app.facts("facts", "").await["facts"], json!([]));
+    assert_eq!(
+        app.facts("other", "").await["facts"].as_array().unwrap().len(),
+        1
+    );
+}
+
+/// The entity of `agent` named `name`, once it is listed (None: not within 15 s).
+async fn entity_named(app: &TestApp, agent: &str, name: &str) -> Option<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = app.entities(agent, "").await["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned();
+        if found.is_some() || std::time::Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aliases_merge_when_a_memory_states_them_and_a_split_is_never_undone() {
+    let app = spawn_app().await;
+    app.remember("alias", "Yesterday, Melanie painted the fence.", json!({}))
+        .await;
+    app.remember("alias", "Yesterday, Mel moved to Porto.", json!({}))
+        .await;
+    let melanie = entity_named(&app, "alias", "Melanie").await.unwrap();
+    let mel = entity_named(&app, "alias", "Mel").await.unwrap();
+    let melanie_id = melanie["id"].as_str().unwrap().to_string();
+
+    // A memory says who Mel is: Mel's mentions and facts move to Melanie.
+    let stating = app
+        .remember("alias", "Our teacher is Melanie (Mel) from the studio.", json!({}))
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let merged = eventually(Duration::from_secs(15), || async {
+        app.entity("alias", &melanie_id).await["memories"]
+            .as_array()
+            .is_some_and(|m| m.len() == 3)
+    })
+    .await;
+    let detail = app.entity("alias", &melanie_id).await;
+    assert!(merged, "{detail}");
+    assert_eq!(detail["entity"]["name"], "Melanie", "{detail}");
+    assert_eq!(detail["aliases"], json!(["mel"]));
+    assert_eq!(detail["merges"][0]["origin"], "stated");
+    assert_eq!(detail["merges"][0]["memory_id"], stating.as_str());
+    assert!(entity_named(&app, "alias", "Mel").await.is_none());
+    let lives = app.facts("alias", "subject=Mel&attribute=lives_in").await;
+    assert_eq!(lives["facts"][0]["subject_entity_id"], melanie_id.as_str(), "{lives}");
+    // A question naming the alias finds the entity's memories through the index.
+    let recalled = app
+        .recall("alias", "what did mel paint", json!({"debug": true}))
+        .await;
+    assert!(
+        recalled["results"].as_array().unwrap().iter().any(|r| {
+            r["memory"]["content"] == "Yesterday, Melanie painted the fence."
+                && r["matched_by"].as_array().unwrap().contains(&json!("entity"))
+        }),
+        "{recalled}"
+    );
+
+    // Split: Mel is her own entity again, with her id, and the undone merge is not
+    // made again by another memory saying the same.
+    let split = assert_status(
+        app.post(
+            &format!("/v1/entities/{melanie_id}/split"),
+            &json!({"agent_id": "alias", "alias": "Mel"}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(split["merge"]["undone_at"].is_string(), "{split}");
+    assert_eq!(split["entity"]["id"], mel["id"], "{split}");
+    app.remember("alias", "Later, Melanie (Mel) called.", json!({}))
+        .await;
+    let indexed = eventually(Duration::from_secs(15), || async {
+        app.entity("alias", &melanie_id).await["memories"]
+            .as_array()
+            .is_some_and(|m| m.len() == 3)
+    })
+    .await;
+    assert!(indexed, "{}", app.entity("alias", &melanie_id).await);
+    let mel_now = entity_named(&app, "alias", "Mel").await.expect("Mel stays split");
+    assert_eq!(mel_now["mentions"], 3, "{mel_now}");
+    let history = app.entity("alias", &melanie_id).await["merges"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
+
+    // A person's merge, and what is refused.
+    let merged = assert_status(
+        app.post(
+            &format!("/v1/entities/{}/merge", mel["id"].as_str().unwrap()),
+            &json!({"agent_id": "alias", "into": melanie_id}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(merged["merge"]["origin"], "user");
+    assert_eq!(merged["entity"]["mentions"], 6, "{merged}");
+    for (path, body, status, field) in [
+        (
+            format!("/v1/entities/{melanie_id}/merge"),
+            json!({"agent_id": "alias", "into": melanie_id}),
+            StatusCode::BAD_REQUEST,
+            "into",
+        ),
+        (
+            format!("/v1/entities/{melanie_id}/merge"),
+            json!({"agent_id": "alias", "into": "ent_000000000000000000000000"}),
+            StatusCode::NOT_FOUND,
+            "into",
+        ),
+        (
+            format!("/v1/entities/{melanie_id}/split"),
+            json!({"agent_id": "alias", "alias": "nobody"}),
+            StatusCode::NOT_FOUND,
+            "alias",
+        ),
+        (
+            format!("/v1/entities/{melanie_id}/merge"),
+            json!({"agent_id": "alias"}),
+            StatusCode::BAD_REQUEST,
+            "into",
+        ),
+    ] {
+        let code = if status == StatusCode::NOT_FOUND {
+            "not_found"
+        } else {
+            "invalid_argument"
+        };
+        assert_error(app.post(&path, &body).await, status, code, Some(field)).await;
+    }
+    // Another agent cannot see or merge these entities.
+    assert_error(
+        app.post(
+            &format!("/v1/entities/{melanie_id}/split"),
+            &json!({"agent_id": "other", "alias": "mel"}),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        Some("id"),
+    )
+    .await;
+}

@@ -377,6 +377,87 @@ async fn a_falkordb_outage_keeps_writes_and_the_projection_converges_after_recov
     assert_eq!(recalled["sources"]["graph"], "falkordb", "{recalled}");
 }
 
+/// Entities, mentions and relationships the graph should hold for `texts` of `agent`
+/// (each an active memory): what `named_in` gives each, entities counted once.
+fn expected_entities(agent: &str, texts: &[&str]) -> (i64, i64, i64) {
+    let mut entities = std::collections::HashSet::new();
+    let (mut mentions, mut relations) = (0, 0);
+    for text in texts {
+        let memory = mnemos_actors::testing::memory_fixture(agent, text, chrono::Utc::now());
+        let named = mnemos_actors::store::entities::named_in(&memory);
+        mentions += named.entities.len() as i64;
+        relations += named.relations.len() as i64;
+        entities.extend(named.entities.into_iter().map(|e| e.id));
+    }
+    (entities.len() as i64, mentions, relations)
+}
+
+#[tokio::test]
+async fn entities_and_their_relationships_reach_falkordb_and_are_rebuilt_after_its_loss() {
+    let Some(bin) = falkor_or_skip(
+        "entities_and_their_relationships_reach_falkordb_and_are_rebuilt_after_its_loss",
+    )
+    .await
+    else {
+        return;
+    };
+    let port = free_port();
+    let mut falkor = Falkor::start(&bin, port).await;
+    let url = falkor.url();
+    let app = falkor_app(&url).await;
+    let graph = FalkorProjection::new(&url, "mnemos_test", Duration::from_secs(5)).unwrap();
+    let agent = AgentId::parse("ent").unwrap();
+    let texts = [
+        "Later, Bob joined Acme Corp in Lisbon.",
+        "Yesterday, Carol moved to Lisbon.",
+        "Ping @dana_k about the Berlin launch.",
+    ];
+    let mut ids = Vec::new();
+    for text in texts {
+        ids.push(
+            app.remember("ent", text, json!({})).await["memory"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let expected = expected_entities("ent", &texts);
+    assert!(
+        expected.0 >= 5 && expected.2 == 2,
+        "the rules name less than this test is about: {expected:?}"
+    );
+    let counts = || async { graph.entity_counts(&agent).await.ok() };
+    let reached = |want: (i64, i64, i64)| {
+        let counts = &counts;
+        async move {
+            eventually(Duration::from_secs(60), || async { counts().await == Some(want) }).await
+        }
+    };
+    assert!(reached(expected).await, "graph holds {:?}, expected {expected:?}", counts().await);
+
+    // Forgetting Carol's move takes her (nothing else names her) and the relationship
+    // away; Lisbon stays, Bob still names it.
+    let forgot = app
+        .post("/tools/forget", &json!({"agent_id": "ent", "id": ids[1]}))
+        .await;
+    assert_status(forgot, StatusCode::OK).await;
+    let expected = expected_entities("ent", &[texts[0], texts[2]]);
+    assert!(reached(expected).await, "graph holds {:?}, expected {expected:?}", counts().await);
+
+    // FalkorDB comes back empty: rebuilt from SQL with the same entities.
+    falkor.kill().await;
+    let _falkor = Falkor::start(&bin, port).await;
+    assert!(
+        reached(expected).await,
+        "after the rebuild the graph holds {:?}, expected {expected:?}",
+        counts().await
+    );
+
+    // Erasing the agent leaves no entity of it in the graph.
+    assert_status(app.delete("/v1/agents/ent").await, StatusCode::OK).await;
+    assert!(reached((0, 0, 0)).await, "after erase: {:?}", counts().await);
+}
+
 fn association(
     agent: &str,
     from: &str,

@@ -476,6 +476,12 @@ impl TestApp {
         assert_status(self.get(&path).await, StatusCode::OK).await
     }
 
+    /// `GET /v1/facts?agent_id=<agent>&<query>`, asserting 200.
+    pub async fn facts(&self, agent: &str, query: &str) -> Value {
+        let path = format!("/v1/facts?agent_id={agent}&{query}");
+        assert_status(self.get(&path).await, StatusCode::OK).await
+    }
+
     /// `GET /v1/export?<query>`; returns the JSONL text (asserting 200 and its type).
     pub async fn export(&self, query: &str) -> String {
         let response = self.get(&format!("/v1/export?{query}")).await;

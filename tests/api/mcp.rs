@@ -59,7 +59,7 @@ fn assert_passed(output: &Output) -> serde_json::Value {
     assert_eq!(summary["ok"], true, "{summary}");
     assert_eq!(
         summary["tools"].as_array().map(Vec::len),
-        Some(23),
+        Some(28),
         "{summary}"
     );
     assert_eq!(summary["errors"][0]["data"]["field"], "query", "{summary}");
@@ -259,7 +259,7 @@ async fn mcp_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes() 
     let by_id = |id: u64| messages.iter().find(|m| m["id"] == id).cloned();
     assert_eq!(
         by_id(2).map(|m| m["result"]["tools"].as_array().map(Vec::len)),
-        Some(Some(23))
+        Some(Some(28))
     );
     let stored = by_id(3).unwrap_or_default();
     assert_eq!(

@@ -95,6 +95,8 @@ pub trait ProjectionSource: Send + Sync {
     async fn agent_edges(&self, agent: &AgentId) -> MemoryResult<Vec<Association>>;
     /// The stored embeddings of these memories (those that still have one).
     async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>>;
+    /// The memories with these ids that exist (for projections that keep entities).
+    async fn memories_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
 }
 
 /// The service's [`ProjectionSource`]: the actors that own the system of record and the graph.
@@ -129,6 +131,10 @@ impl ProjectionSource for ActorSource {
     async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>> {
         self.episodic.embeddings_of(ids).await
     }
+
+    async fn memories_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {
+        self.episodic.get_many(ids).await
+    }
 }
 
 /// Attach each upserted memory's stored embedding to its change, for a projection that
@@ -156,6 +162,46 @@ async fn with_vectors(
     for change in &mut changes {
         if let ProjectedChange::UpsertMemory { id, embedding, .. } = change {
             *embedding = vectors.remove(id);
+        }
+    }
+    Ok(changes)
+}
+
+/// Attach what each upserted memory names, read from the system of record as it is
+/// now, for a projection that keeps entities (others get `changes` unchanged). A
+/// memory gone since its upsert names nothing.
+async fn with_named(
+    source: &dyn ProjectionSource,
+    projection: &dyn Projection,
+    mut changes: Vec<ProjectedChange>,
+) -> MemoryResult<Vec<ProjectedChange>> {
+    if !projection.holds_entities() {
+        return Ok(changes);
+    }
+    let ids: Vec<MemoryId> = changes
+        .iter()
+        .filter_map(|c| match c {
+            ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    if ids.is_empty() {
+        return Ok(changes);
+    }
+    let memories: std::collections::HashMap<MemoryId, Memory> = source
+        .memories_of(&ids)
+        .await?
+        .into_iter()
+        .map(|m| (m.id.clone(), m))
+        .collect();
+    for change in &mut changes {
+        if let ProjectedChange::UpsertMemory { id, named, .. } = change {
+            *named = Some(
+                memories
+                    .get(id)
+                    .map(crate::store::entities::named_in)
+                    .unwrap_or_default(),
+            );
         }
     }
     Ok(changes)
@@ -336,6 +382,7 @@ pub fn memory_change(memory: &Memory) -> ProjectedChange {
         shared: memory.shared,
         session_id: memory.session_id.as_ref().map(|s| s.as_str().to_string()),
         embedding: None,
+        named: None,
     }
 }
 
@@ -352,7 +399,18 @@ pub async fn rebuild(
     for agent in source.agents().await? {
         let memories = source.agent_memories(&agent).await?;
         for chunk in memories.chunks(batch.max(1)) {
-            let changes: Vec<ProjectedChange> = chunk.iter().map(memory_change).collect();
+            let changes: Vec<ProjectedChange> = chunk
+                .iter()
+                .map(|memory| {
+                    let mut change = memory_change(memory);
+                    if projection.holds_entities() {
+                        if let ProjectedChange::UpsertMemory { named, .. } = &mut change {
+                            *named = Some(crate::store::entities::named_in(memory));
+                        }
+                    }
+                    change
+                })
+                .collect();
             let changes = with_vectors(source, projection, changes).await?;
             projection.apply(&changes, None).await?;
         }
@@ -411,6 +469,7 @@ pub async fn catch_up(
         };
         let changes: Vec<ProjectedChange> = entries.into_iter().map(|e| e.change).collect();
         let changes = with_vectors(source, projection, changes).await?;
+        let changes = with_named(source, projection, changes).await?;
         projection.apply(&changes, Some(last)).await?;
         applied = last;
     }

@@ -571,6 +571,9 @@ struct Words<'a> {
     sentence_start: Vec<bool>,
     /// Whether a token ends a sentence or clause (. ! ? : ; , after it).
     ends_clause: Vec<bool>,
+    /// Whether a token opens or closes brackets: a name never runs across one
+    /// ("Melanie (Mel)" is two names).
+    bracket: Vec<(bool, bool)>,
 }
 
 fn words(text: &str) -> Words<'_> {
@@ -579,6 +582,15 @@ fn words(text: &str) -> Words<'_> {
     let lowered: Vec<String> = clean.iter().map(|(w, _, _)| lower(w)).collect();
     let mut sentence_start = Vec::with_capacity(raw.len());
     let mut ends_clause = Vec::with_capacity(raw.len());
+    let bracket = raw
+        .iter()
+        .map(|t| {
+            (
+                t.raw.starts_with(['(', '[']),
+                t.raw.trim_end_matches(['.', ',', ';', ':', '!', '?']).ends_with([')', ']']),
+            )
+        })
+        .collect();
     for (i, token) in raw.iter().enumerate() {
         let after_break = i == 0 || {
             let previous = raw[i - 1];
@@ -620,6 +632,7 @@ fn words(text: &str) -> Words<'_> {
         lower: lowered,
         sentence_start,
         ends_clause,
+        bracket,
     }
 }
 
@@ -639,6 +652,31 @@ fn preceded_by(lower: &[String], at: usize, cues: &[&[&str]]) -> bool {
                 && matches!(lower[at - 1].as_str(), "the" | "a" | "an")
                 && matches_at(at - 1))
     })
+}
+
+/// The keys a question may name an entity by: its words and runs of two or three
+/// words, lower case, without runs that are only stop words and without the
+/// `excluded` keys (speakers). Which of them are entities the index decides.
+pub fn question_keys(question: &str, excluded: &HashSet<String>) -> Vec<String> {
+    let words: Vec<String> = question
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '\'' | '-' | '.' | '@' | '_')))
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .map(|w| w.strip_suffix("'s").unwrap_or(w).to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut keys = Vec::new();
+    for n in 1..=3 {
+        for run in words.windows(n) {
+            if run.iter().all(|w| is_stopword(w)) {
+                continue;
+            }
+            let key = run.join(" ");
+            if !excluded.contains(&key) && !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys
 }
 
 /// The mentions of `text`. `known` holds keys of names the agent already knows (a
@@ -873,6 +911,10 @@ pub fn extract(text: &str, known: &HashSet<String>) -> Vec<EntityMention> {
         let mut last_name = i;
         while j < n && !taken[j] {
             let (word, _, _) = words.clean[j];
+            // Brackets end a name: "Melanie (Mel)", "(Acme) Corp".
+            if j > i && (words.bracket[j].0 || words.bracket[j - 1].1) {
+                break;
+            }
             if is_capitalised(word) {
                 let (_, has_possessive) = without_possessive(word);
                 last_name = j;
@@ -1083,6 +1125,30 @@ pub fn extract(text: &str, known: &HashSet<String>) -> Vec<EntityMention> {
     }
     out.sort_by_key(|m| (m.start, m.end));
     out
+}
+
+#[cfg(test)]
+mod question_tests {
+    use super::*;
+
+    #[test]
+    fn a_name_never_runs_across_brackets() {
+        let found: Vec<String> = extract("I met Melanie (Mel) and (Acme) Corp staff.", &HashSet::new())
+            .into_iter()
+            .map(|m| m.surface)
+            .collect();
+        assert_eq!(found, ["Melanie", "Mel", "Acme", "Corp"], "{found:?}");
+    }
+
+    #[test]
+    fn question_keys_are_words_and_short_runs_without_speakers() {
+        let speakers: HashSet<String> = ["melanie".to_string()].into();
+        let keys = question_keys("What did Melanie's friend from New York bring?", &speakers);
+        assert!(keys.contains(&"new york".to_string()), "{keys:?}");
+        assert!(keys.contains(&"friend".to_string()));
+        assert!(!keys.contains(&"melanie".to_string()));
+        assert!(!keys.iter().any(|k| k == "what" || k == "what did"));
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub enum Retriever {
     Working,
     /// BM25 again, with the query expanded by terms of the best keyword hits (pseudo-relevance feedback).
     Feedback,
+    /// Memories naming an entity the question names (the entity index), across sessions.
+    Entity,
 }
 
 impl Retriever {
@@ -32,6 +34,7 @@ impl Retriever {
             Retriever::Time => "time",
             Retriever::Working => "working",
             Retriever::Feedback => "feedback",
+            Retriever::Entity => "entity",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! its arguments (the clock is passed in) and is unit-tested next to its code.
 
 pub mod activation;
+pub mod aliases;
 pub mod clustering;
 pub mod consistency;
 pub mod consolidation;
@@ -9,6 +10,7 @@ pub mod context;
 pub mod dedup;
 pub mod entities;
 pub mod extraction;
+pub mod facts;
 pub mod forget;
 pub mod fusion;
 pub mod lru;

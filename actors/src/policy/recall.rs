@@ -131,7 +131,7 @@ pub fn fetch_depth(limit: usize, filtered: bool) -> usize {
 
 /// The best possible fused score (a perfect match of every main retriever), which puts
 /// relevance on 0..1: the weights of the vector, keyword and (when the request names a
-/// period) time retrievers. Graph, working and feedback scores are extras on top.
+/// period) time retrievers. Graph, working, feedback and entity scores are extras on top.
 pub fn best_fused_score(lists: &[RankedList], has_time_window: bool) -> f64 {
     lists
         .iter()
@@ -139,7 +139,7 @@ pub fn best_fused_score(lists: &[RankedList], has_time_window: bool) -> f64 {
         .filter(|l| {
             !matches!(
                 l.retriever,
-                Retriever::Graph | Retriever::Working | Retriever::Feedback
+                Retriever::Graph | Retriever::Working | Retriever::Feedback | Retriever::Entity
             )
         })
         .map(|l| l.weight)

@@ -79,6 +79,9 @@ pub struct RecallSettings {
     pub working_weight: f64,
     /// Weight of the second BM25 pass expanded with feedback terms (0 turns it off).
     pub feedback_weight: f64,
+    /// Weight of the memories naming an entity the question names, from the entity
+    /// index (0 turns it off; stores without an index have none to give).
+    pub entity_weight: f64,
     /// Top keyword hits the feedback terms are drawn from.
     pub feedback_documents: usize,
     /// Most feedback terms added to the query.
@@ -97,6 +100,10 @@ pub struct RecallSettings {
     pub session_diversity: f64,
 }
 
+/// Default weight of the entity retriever (see docs/measurements-2026-12.md, the
+/// entity ablation).
+const ENTITY_WEIGHT: f64 = 0.3;
+
 impl Default for RecallSettings {
     fn default() -> Self {
         Self {
@@ -109,6 +116,7 @@ impl Default for RecallSettings {
             rerank: true,
             working_weight: 0.5,
             feedback_weight: 0.0,
+            entity_weight: ENTITY_WEIGHT,
             feedback_documents: 3,
             feedback_terms: 5,
             session_diversity: 0.0,

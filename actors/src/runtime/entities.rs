@@ -5,7 +5,13 @@
 use super::Runtime;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::{AgentId, Memory, MemoryStatus};
-use crate::store::entities::{Entity, EntityIndex, EntityMentionRef, EntityQuery};
+use crate::policy::facts::{timeline, Fact};
+use crate::store::entities::{
+    Entity, EntityIndex, EntityMentionRef, EntityMerge, EntityQuery, FactQuery,
+};
+
+/// Most claims of facts read for one answer.
+const MAX_CLAIMS: usize = 20_000;
 
 /// One entity with where it is named.
 #[derive(Debug, Clone)]
@@ -16,6 +22,12 @@ pub struct EntityDetail {
     pub mentions: Vec<(Memory, EntityMentionRef)>,
     /// Entities named in the same memories, with how many memories they share.
     pub related: Vec<(Entity, u64)>,
+    /// What is said of it over time (it is the subject), oldest first per attribute.
+    pub facts: Vec<Fact>,
+    /// Facts of other subjects whose value it is (relationships pointing at it).
+    pub referenced_by: Vec<Fact>,
+    /// Merges into it or of it, oldest first (undone ones included).
+    pub merges: Vec<EntityMerge>,
 }
 
 /// The entity index, or why there is none.
@@ -44,7 +56,16 @@ pub(super) async fn entity(
         field: Some("id".into()),
         ..MemoryError::not_found(format!("agent {agent} has no entity {id}"))
     })?;
-    let mentions = index.mentions(agent, id, limit).await?;
+    // One entry per memory: the first of its mentions (a memory may name it twice,
+    // "Melanie (Mel)").
+    let mut seen = std::collections::HashSet::new();
+    let mentions: Vec<EntityMentionRef> = index
+        .mentions(agent, id, limit * 2)
+        .await?
+        .into_iter()
+        .filter(|m| seen.insert(m.memory_id.clone()))
+        .take(limit)
+        .collect();
     let ids: Vec<_> = mentions.iter().map(|m| m.memory_id.clone()).collect();
     let memories = rt.actors().episodic.get_many(&ids).await?;
     let by_id: std::collections::HashMap<_, _> =
@@ -59,9 +80,122 @@ pub(super) async fn entity(
         })
         .collect();
     let related = index.co_mentioned(agent, id, 20).await?;
+    let facts = facts(rt, agent, Some(&entity.key), None, None).await?;
+    let referenced_by = referenced_by(index, agent, &entity.key).await?;
+    let merges = index.merges(agent, Some(&entity.key)).await?;
     Ok(EntityDetail {
         entity,
         mentions,
         related,
+        facts,
+        referenced_by,
+        merges,
     })
+}
+
+/// Merge entity `id` of `agent` into entity `into` (see [`EntityIndex::merge`]).
+pub(super) async fn merge(
+    rt: &Runtime,
+    agent: &AgentId,
+    id: &str,
+    into: &str,
+) -> MemoryResult<EntityMerge> {
+    index(rt)?.merge(agent, id, into, rt.now()).await
+}
+
+/// Undo the merge of `alias` into entity `id` of `agent` (see [`EntityIndex::split`]).
+pub(super) async fn split(
+    rt: &Runtime,
+    agent: &AgentId,
+    id: &str,
+    alias: &str,
+) -> MemoryResult<EntityMerge> {
+    index(rt)?.split(agent, id, alias, rt.now()).await
+}
+
+/// The keys among `candidates` that are entities of `agent`.
+pub(super) async fn known_keys(
+    rt: &Runtime,
+    agent: &AgentId,
+    candidates: &[String],
+) -> MemoryResult<Vec<String>> {
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    index(rt)?.known_keys(agent, candidates).await
+}
+
+/// The agent's facts with validity windows (see [`crate::policy::facts::timeline`]).
+pub(super) async fn facts(
+    rt: &Runtime,
+    agent: &AgentId,
+    subject_key: Option<&str>,
+    attribute: Option<&str>,
+    during: Option<&crate::policy::time::TimeRange>,
+) -> MemoryResult<Vec<Fact>> {
+    let index = index(rt)?;
+    // A merged alias asks about the entity it stands for.
+    let subject_key = match subject_key {
+        Some(key) => Some(
+            index
+                .known_keys(agent, &[key.to_string()])
+                .await?
+                .pop()
+                .unwrap_or_else(|| key.to_string()),
+        ),
+        None => None,
+    };
+    let claims = index
+        .fact_claims(&FactQuery {
+            agent_id: agent.clone(),
+            subject_key,
+            attribute: attribute.map(str::to_string),
+            value_key: None,
+            limit: MAX_CLAIMS,
+        })
+        .await?;
+    let mut facts = timeline(&claims);
+    if let Some(range) = during {
+        facts.retain(|fact| fact.valid_during(range.start, range.end));
+    }
+    Ok(facts)
+}
+
+/// Facts of other subjects whose value is the entity `key`: every claim of each
+/// (subject, attribute) that once named it is read, so the windows are whole.
+async fn referenced_by(index: &dyn EntityIndex, agent: &AgentId, key: &str) -> MemoryResult<Vec<Fact>> {
+    let naming = index
+        .fact_claims(&FactQuery {
+            agent_id: agent.clone(),
+            subject_key: None,
+            attribute: None,
+            value_key: Some(key.to_string()),
+            limit: 200,
+        })
+        .await?;
+    let mut groups: Vec<(String, String)> = naming
+        .into_iter()
+        .filter(|claim| claim.value_is_entity && claim.subject_key != key)
+        .map(|claim| (claim.subject_key, claim.attribute))
+        .collect();
+    groups.sort();
+    groups.dedup();
+    let mut out = Vec::new();
+    for (subject_key, attribute) in groups.into_iter().take(50) {
+        let claims = index
+            .fact_claims(&FactQuery {
+                agent_id: agent.clone(),
+                subject_key: Some(subject_key),
+                attribute: Some(attribute),
+                value_key: None,
+                limit: MAX_CLAIMS,
+            })
+            .await?;
+        out.extend(
+            timeline(&claims)
+                .into_iter()
+                .filter(|fact| fact.value_key == key),
+        );
+    }
+    Ok(out)
 }

@@ -504,6 +504,48 @@ impl Runtime {
         entities::entity(self, agent, id, limit).await
     }
 
+    /// Merge entity `id` of `agent` into entity `into`: its key becomes an alias, what
+    /// named it names `into`; recorded in the agent's merge history.
+    pub async fn merge_entities(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        into: &str,
+    ) -> MemoryResult<crate::store::entities::EntityMerge> {
+        entities::merge(self, agent, id, into).await
+    }
+
+    /// Undo the merge of `alias` into entity `id` of `agent` (a split).
+    pub async fn split_entity(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        alias: &str,
+    ) -> MemoryResult<crate::store::entities::EntityMerge> {
+        entities::split(self, agent, id, alias).await
+    }
+
+    /// The keys among `candidates` that are entities of `agent`.
+    pub async fn known_entity_keys(
+        &self,
+        agent: &AgentId,
+        candidates: &[String],
+    ) -> MemoryResult<Vec<String>> {
+        entities::known_keys(self, agent, candidates).await
+    }
+
+    /// The facts of `agent` with their validity windows, about one subject key and
+    /// attribute when given, only those holding at some time `during` when given.
+    pub async fn facts(
+        &self,
+        agent: &AgentId,
+        subject_key: Option<&str>,
+        attribute: Option<&str>,
+        during: Option<&crate::policy::time::TimeRange>,
+    ) -> MemoryResult<Vec<crate::policy::facts::Fact>> {
+        entities::facts(self, agent, subject_key, attribute, during).await
+    }
+
     /// Version history of a memory, oldest first.
     pub async fn history(
         &self,

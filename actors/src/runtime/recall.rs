@@ -141,6 +141,8 @@ struct Timings {
     working: f64,
     /// The feedback keyword pass.
     feedback: f64,
+    /// The entity index.
+    entity: f64,
     /// Reading candidates back.
     fetch: f64,
     /// Exact similarity of candidates.
@@ -156,6 +158,7 @@ impl Timings {
             ("time", self.time),
             ("working", self.working),
             ("feedback", self.feedback),
+            ("entity", self.entity),
             ("fetch", self.fetch),
             ("similarity", self.similarity),
         ]
@@ -337,6 +340,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         (keyword_hits, keyword_ms),
         (time_hits, time_ms),
         (window, working_ms),
+        (entity_hits, entity_ms),
     ) = tokio::join!(
         // With the vector retriever weighted out, the question is not even embedded.
         timed(async {
@@ -357,13 +361,15 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
             }
         }),
         timed(session_window(rt, input)),
+        timed(entity_candidates(rt, plan)),
     );
     (
         timings.vector,
         timings.keyword,
         timings.time,
         timings.working,
-    ) = (vector_ms, keyword_ms, time_ms, working_ms);
+        timings.entity,
+    ) = (vector_ms, keyword_ms, time_ms, working_ms, entity_ms);
     let (query_vector, vector_hits, sources) = match vector_hits {
         Some((hits, source)) => {
             let (query_vector, hits) = hits?;
@@ -398,6 +404,12 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
             hits: rank_window(&plan.search_text, &window),
         },
     ];
+    // Who or what the question names, wherever it was said.
+    lists.push(RankedList {
+        retriever: Retriever::Entity,
+        weight: settings.entity_weight,
+        hits: entity_hits,
+    });
     if let Some(feedback) = feedback(rt, plan, &lists, &keyword_query, timings).await? {
         lists.push(feedback);
     }
@@ -424,6 +436,46 @@ async fn session_window(rt: &Runtime, input: &RecallInput) -> Vec<(MemoryId, Str
             .collect(),
         Err(error) => {
             tracing::warn!(%error, "working memory unavailable; recall goes on without it");
+            Vec::new()
+        }
+    }
+}
+
+/// The memories naming an entity the question names: its words and runs of up to
+/// three words that are keys of the agent's entities, speakers the question names left
+/// out (their turns are `speaker_boost`'s). An extra: recall answers without it when
+/// the index is missing or fails.
+async fn entity_candidates(rt: &Runtime, plan: &Plan<'_>) -> Vec<(MemoryId, f64)> {
+    let input = plan.input;
+    let Some(index) = rt.inner.entities.as_deref() else {
+        return Vec::new();
+    };
+    if rt.inner.config.recall.entity_weight <= 0.0 {
+        return Vec::new();
+    }
+    let speakers: HashSet<String> = rt
+        .inner
+        .speakers
+        .named(&input.agent_id, &plan.asked_words)
+        .into_iter()
+        .collect();
+    let candidates = crate::policy::entities::question_keys(&plan.search_text, &speakers);
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let found = async {
+        let keys = index.known_keys(&input.agent_id, &candidates).await?;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        index
+            .memories_naming(&input.agent_id, &keys, plan.fetch)
+            .await
+    };
+    match found.await {
+        Ok(found) => found.into_iter().map(|(id, _)| (id, 1.0)).collect(),
+        Err(error) => {
+            tracing::warn!(%error, "entity index unavailable; recall goes on without it");
             Vec::new()
         }
     }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::error::MemoryResult;
 use crate::model::{AgentId, MemoryId};
 use crate::policy::entities::EntityKind;
+use crate::policy::facts::FactObservation;
 
 /// An entity of one agent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,7 +62,43 @@ pub struct EntityMentionRef {
     pub occurred_at: DateTime<Utc>,
 }
 
-/// Reads of the entity index.
+/// Which claims of facts to read (all claims of each subject and attribute they
+/// select, so that a timeline can be worked out from them).
+#[derive(Debug, Clone)]
+pub struct FactQuery {
+    /// Whose.
+    pub agent_id: AgentId,
+    /// Only claims about this subject key.
+    pub subject_key: Option<String>,
+    /// Only claims of this attribute.
+    pub attribute: Option<String>,
+    /// Only claims whose value has this key (to find what points at an entity).
+    pub value_key: Option<String>,
+    /// Most claims read.
+    pub limit: usize,
+}
+
+/// A merge of one entity's key into another's: by a person (`user`) or because a
+/// memory states the alias (`stated`). Undone merges stay in the history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EntityMerge {
+    /// Stable id.
+    pub id: String,
+    /// The key merged away (now resolved to `name`).
+    pub alias: String,
+    /// The key it stands for.
+    pub name: String,
+    /// `user` or `stated`.
+    pub origin: String,
+    /// The memory stating the alias (`stated` merges).
+    pub memory_id: Option<MemoryId>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it was undone (split); None while it holds.
+    pub undone_at: Option<DateTime<Utc>>,
+}
+
+/// Reads of the entity index, and the merges a person makes or undoes in it.
 #[async_trait]
 pub trait EntityIndex: Send + Sync + 'static {
     /// A page of the agent's entities in key order.
@@ -91,9 +128,109 @@ pub trait EntityIndex: Send + Sync + 'static {
         keys: &[String],
         limit: usize,
     ) -> MemoryResult<Vec<(MemoryId, String)>>;
-    /// The keys of the agent's entities among `candidates` (what a question names).
+    /// Claims of facts in subject, attribute and time order, at most `query.limit`.
+    async fn fact_claims(&self, query: &FactQuery) -> MemoryResult<Vec<FactObservation>>;
+    /// The keys of the agent's entities among `candidates` (what a question names),
+    /// a merged alias given as the key it stands for.
     async fn known_keys(&self, agent: &AgentId, candidates: &[String])
         -> MemoryResult<Vec<String>>;
+    /// Merge entity `id` into entity `into` (its key becomes an alias of `into`'s; what
+    /// named it names `into`), recorded at `at` in the agent's merge history.
+    async fn merge(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        into: &str,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge>;
+    /// Undo the merge of `alias` into entity `id` (a split): what names the alias
+    /// names its own entity again; the merge stays in the history, undone at `at`.
+    async fn split(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        alias: &str,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge>;
+    /// The agent's merge history (touching `key` when given), oldest first.
+    async fn merges(&self, agent: &AgentId, key: Option<&str>) -> MemoryResult<Vec<EntityMerge>>;
+}
+
+/// Who and what an upserted memory names and the relationships between them it
+/// states, for projections that keep entities ([`crate::store::Projection::holds_entities`]);
+/// the projector fills it from the memory itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NamedInMemory {
+    /// The entities the memory names (none unless it is active).
+    pub entities: Vec<NamedEntity>,
+    /// Relationships between two of them the memory states ("Bob works at Acme").
+    pub relations: Vec<NamedRelation>,
+}
+
+/// An entity as a projection keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedEntity {
+    /// [`entity_id`] of the agent and key (the SQL index's id).
+    pub id: String,
+    /// The resolution key.
+    pub key: String,
+    /// As this memory writes it.
+    pub name: String,
+    /// Its kind as this mention says it.
+    pub kind: String,
+}
+
+/// A relationship between two entities, as one memory states it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedRelation {
+    /// The subject's entity id.
+    pub from_id: String,
+    /// The value's entity id.
+    pub to_id: String,
+    /// The attribute (`works_at`, `lives_in` …).
+    pub attribute: String,
+    /// Whether the statement says it ended.
+    pub ends: bool,
+}
+
+/// What `memory` names and the relationships it states: nothing unless it is active
+/// (what recall may see), the same rules as the SQL entity index, without the agent's
+/// known names (so a sentence-initial name that only they vouch for is left out).
+pub fn named_in(memory: &crate::model::Memory) -> NamedInMemory {
+    if memory.status != crate::model::MemoryStatus::Active {
+        return NamedInMemory::default();
+    }
+    let agent = &memory.agent_id;
+    let mentions = crate::policy::entities::extract(&memory.content, &Default::default());
+    let mut entities: Vec<NamedEntity> = Vec::new();
+    for mention in &mentions {
+        let id = entity_id(agent, &mention.key);
+        if entities.iter().all(|e| e.id != id) {
+            entities.push(NamedEntity {
+                id,
+                key: mention.key.clone(),
+                name: mention.surface.clone(),
+                kind: mention.kind.as_str().to_string(),
+            });
+        }
+    }
+    let speaker = memory.metadata.get("speaker").and_then(|s| s.as_str());
+    let relations = crate::policy::facts::extract_facts(&memory.content, &mentions, speaker)
+        .into_iter()
+        .filter(|claim| claim.value_is_entity)
+        .filter(|claim| entities.iter().any(|e| e.key == claim.subject_key))
+        .filter(|claim| entities.iter().any(|e| e.key == claim.value_key))
+        .map(|claim| NamedRelation {
+            from_id: entity_id(agent, &claim.subject_key),
+            to_id: entity_id(agent, &claim.value_key),
+            attribute: claim.attribute,
+            ends: claim.ends,
+        })
+        .collect();
+    NamedInMemory {
+        entities,
+        relations,
+    }
 }
 
 /// The id of the entity `key` of `agent`: a hash of both, so a rebuilt index gives
@@ -123,5 +260,38 @@ mod tests {
         assert_ne!(entity_id(&alice, "melanie"), entity_id(&bob, "melanie"));
         assert_ne!(entity_id(&alice, "melanie"), entity_id(&alice, "mel"));
         assert_eq!(entity_id(&alice, "melanie").len(), 4 + 24);
+    }
+
+    fn memory(content: &str, status: crate::model::MemoryStatus) -> crate::model::Memory {
+        let mut memory = crate::testing::memory_fixture("ana", content, chrono::Utc::now());
+        memory.status = status;
+        memory
+    }
+
+    #[test]
+    fn a_memory_names_its_entities_and_the_relationships_between_them() {
+        let ana = AgentId::parse("ana").unwrap();
+        let named = named_in(&memory(
+            "Later, Bob joined Acme Corp in Lisbon.",
+            crate::model::MemoryStatus::Active,
+        ));
+        let keys: Vec<&str> = named.entities.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["bob", "acme corp", "lisbon"], "{named:?}");
+        assert_eq!(named.entities[0].id, entity_id(&ana, "bob"));
+        assert_eq!(
+            named.relations,
+            [NamedRelation {
+                from_id: entity_id(&ana, "bob"),
+                to_id: entity_id(&ana, "acme corp"),
+                attribute: "works_at".into(),
+                ends: false,
+            }]
+        );
+        // What recall may not see names nothing in a projection.
+        let archived = named_in(&memory(
+            "Later, Bob joined Acme Corp.",
+            crate::model::MemoryStatus::Archived,
+        ));
+        assert_eq!(archived, NamedInMemory::default());
     }
 }

@@ -298,6 +298,9 @@ pub enum ProjectedChange {
         /// Its stored embedding, filled by the projector for projections that hold
         /// vectors ([`Projection::holds_vectors`]); None otherwise (the outbox keeps none).
         embedding: Option<Vec<f32>>,
+        /// What it names, filled by the projector for projections that keep entities
+        /// ([`Projection::holds_entities`]); None otherwise.
+        named: Option<crate::store::entities::NamedInMemory>,
     },
     /// A memory was deleted (its edges go with it).
     DeleteMemory {
@@ -370,6 +373,11 @@ pub trait Projection: Send + Sync + 'static {
     /// True when it stores vectors: the projector then attaches each upserted memory's
     /// stored embedding to its change (the projection never reads the system of record).
     fn holds_vectors(&self) -> bool {
+        false
+    }
+    /// True when it keeps entities and their relationships: the projector then
+    /// attaches what each upserted memory names ([`crate::store::entities::named_in`]).
+    fn holds_entities(&self) -> bool {
         false
     }
     /// Which reads this projection can answer for recall once it has applied every
@@ -953,6 +961,10 @@ pub struct ErasedRecords {
     pub kv_entries: u64,
     /// Entities of the agent's memories (the entity index, in the same database).
     pub entities: u64,
+    /// Claims of facts the agent's memories made (the entity index).
+    pub facts: u64,
+    /// Merges of the agent's entities (its merge history).
+    pub entity_merges: u64,
     /// The ids of the erased memories (to remove from indexes outside the store).
     #[serde(skip)]
     pub memory_ids: Vec<MemoryId>,

@@ -65,7 +65,8 @@ def test_every_documented_operation_has_a_method(admin_client: Mnemos) -> None:
         ("GET", "/v1/agents"), ("POST", "/v1/memories/bulk"), ("GET", "/v1/memories/{id}/associations"),
         ("GET", "/v1/memories/{id}/graph"), ("GET", "/v1/memories/{id}/retention"),
         ("GET", "/v1/sessions"), ("GET", "/v1/namespaces"),
-        ("GET", "/v1/entities"), ("GET", "/v1/entities/{id}"),
+        ("GET", "/v1/entities"), ("GET", "/v1/entities/{id}"), ("GET", "/v1/facts"),
+        ("POST", "/v1/entities/{id}/merge"), ("POST", "/v1/entities/{id}/split"),
     }
     documented = {
         (method.upper(), path)
@@ -310,3 +311,55 @@ def test_entities(client: Mnemos) -> None:
     assert refused.value.field == "kind"
     with pytest.raises(NotFound):
         client.entities.get("ent_000000000000000000000000")
+
+
+def test_facts(client: Mnemos) -> None:
+    import time
+
+    client.tools.remember("Dana works at Initech.", occurred_at="2022-02-01T00:00:00Z")
+    client.tools.remember("Dana joined Globex.", occurred_at="2023-09-01T00:00:00Z")
+    deadline = time.monotonic() + 15
+    facts = client.facts.list(subject="dana", attribute="works_at")
+    while len(facts) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        facts = client.facts.list(subject="dana", attribute="works_at")
+    assert [(f.value, f.current) for f in facts] == [("Initech", False), ("Globex", True)], facts
+    initech, globex = facts.facts
+    assert initech.valid_to == globex.valid_from
+    assert initech.closed_by_memory_id == globex.source_memory_ids[0]
+    assert initech.value_entity_id and initech.subject_entity_id
+    then = client.facts.list(subject="Dana", as_of="2023-01-15")
+    assert [f.value for f in then] == ["Initech"]
+    detail = client.entities.get(initech.value_entity_id)
+    assert [f.subject for f in detail.referenced_by] == ["Dana"]
+    with pytest.raises(InvalidArgument) as refused:
+        client.facts.list(as_of="when pigs fly")
+    assert refused.value.field == "as_of"
+
+
+def test_entity_merge_and_split(client: Mnemos) -> None:
+    import time
+
+    client.tools.remember("Yesterday, Melanie painted the fence.")
+    client.tools.remember("Yesterday, Mel bought a kiln.")
+    deadline = time.monotonic() + 15
+    names: dict = {}
+    while time.monotonic() < deadline:
+        names = {e.name: e for e in client.entities.list()}
+        if {"Melanie", "Mel"} <= names.keys():
+            break
+        time.sleep(0.1)
+    assert {"Melanie", "Mel"} <= names.keys(), names
+    merged = client.entities.merge(names["Mel"].id, into=names["Melanie"].id)
+    assert merged.merge.alias == "mel" and merged.merge.origin == "user"
+    assert merged.entity is not None and merged.entity.mentions == 2
+    assert "Mel" not in {e.name for e in client.entities.list()}
+    detail = client.entities.get(names["Melanie"].id)
+    assert detail.aliases == ["mel"] and len(detail.memories) == 2
+    split = client.entities.split(names["Melanie"].id, alias="Mel")
+    assert split.merge.undone_at is not None
+    assert split.entity is not None and split.entity.id == names["Mel"].id
+    assert client.entities.get(names["Melanie"].id).aliases == []
+    with pytest.raises(NotFound) as missing:
+        client.entities.split(names["Melanie"].id, alias="Mel")
+    assert missing.value.field == "alias"

@@ -51,6 +51,8 @@ from .types import (
     CreatedKey,
     EntitiesResponse,
     EntityDetail,
+    FactsResponse,
+    MergeResult,
     DeleteAllResponse,
     DeleteResponse,
     EraseResponse,
@@ -592,6 +594,43 @@ class AsyncEntities(_AsyncResource):
         params = qs(agent_id=self._agent(agent_id), limit=limit)
         return await self._client._call("GET", f"/v1/entities/{seg(entity_id)}", EntityDetail, params=params)
 
+    async def merge(self, entity_id: str, *, into: str, agent_id: Optional[str] = None) -> MergeResult:
+        """Merge entity ``entity_id`` into entity ``into`` (``POST /v1/entities/{id}/merge``):
+        its name becomes an alias, its memories and facts move to ``into``."""
+        payload = body(into=into, agent_id=self._agent(agent_id))
+        return await self._client._call(
+            "POST", f"/v1/entities/{seg(entity_id)}/merge", MergeResult, json=payload
+        )
+
+    async def split(self, entity_id: str, *, alias: str, agent_id: Optional[str] = None) -> MergeResult:
+        """Split ``alias`` off entity ``entity_id`` again (``POST /v1/entities/{id}/split``),
+        undoing its merge."""
+        payload = body(alias=alias, agent_id=self._agent(agent_id))
+        return await self._client._call(
+            "POST", f"/v1/entities/{seg(entity_id)}/split", MergeResult, json=payload
+        )
+
+
+class AsyncFacts(_AsyncResource):
+    """Facts ``/v1/facts``: what an agent's memories state about people and things, each
+    with the window it held in; a replaced fact is kept with its end."""
+
+    async def list(
+        self,
+        *,
+        agent_id: Optional[str] = None,
+        subject: Optional[str] = None,
+        attribute: Optional[str] = None,
+        as_of: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> FactsResponse:
+        """Facts (``GET /v1/facts``), about ``subject`` (a name, any case) and
+        ``attribute`` (``lives_in``, ``works_at``, ``email`` …) when given; ``as_of``
+        (an RFC 3339 time, a date, or a period such as ``March 2023``) keeps those that
+        held then."""
+        params = qs(agent_id=self._agent(agent_id), subject=subject, attribute=attribute, as_of=as_of, limit=limit)
+        return await self._client._call("GET", "/v1/facts", FactsResponse, params=params)
+
 
 class AsyncProjects(_AsyncResource):
     """Projects ``/v1/projects``: an agent's groups of sessions and memories."""
@@ -929,6 +968,7 @@ class AsyncMnemos(BaseClient):
         self.cognition = AsyncCognition(self)
         self.projects = AsyncProjects(self)
         self.entities = AsyncEntities(self)
+        self.facts = AsyncFacts(self)
         self.kv = AsyncKv(self)
         self.sessions = AsyncSessions(self)
         self.admin = AsyncAdmin(self)

@@ -53,6 +53,8 @@ from .types import (
     CreatedKey,
     EntitiesResponse,
     EntityDetail,
+    FactsResponse,
+    MergeResult,
     DeleteAllResponse,
     DeleteResponse,
     EraseResponse,
@@ -594,6 +596,43 @@ class Entities(_Resource):
         params = qs(agent_id=self._agent(agent_id), limit=limit)
         return self._client._call("GET", f"/v1/entities/{seg(entity_id)}", EntityDetail, params=params)
 
+    def merge(self, entity_id: str, *, into: str, agent_id: Optional[str] = None) -> MergeResult:
+        """Merge entity ``entity_id`` into entity ``into`` (``POST /v1/entities/{id}/merge``):
+        its name becomes an alias, its memories and facts move to ``into``."""
+        payload = body(into=into, agent_id=self._agent(agent_id))
+        return self._client._call(
+            "POST", f"/v1/entities/{seg(entity_id)}/merge", MergeResult, json=payload
+        )
+
+    def split(self, entity_id: str, *, alias: str, agent_id: Optional[str] = None) -> MergeResult:
+        """Split ``alias`` off entity ``entity_id`` again (``POST /v1/entities/{id}/split``),
+        undoing its merge."""
+        payload = body(alias=alias, agent_id=self._agent(agent_id))
+        return self._client._call(
+            "POST", f"/v1/entities/{seg(entity_id)}/split", MergeResult, json=payload
+        )
+
+
+class Facts(_Resource):
+    """Facts ``/v1/facts``: what an agent's memories state about people and things, each
+    with the window it held in; a replaced fact is kept with its end."""
+
+    def list(
+        self,
+        *,
+        agent_id: Optional[str] = None,
+        subject: Optional[str] = None,
+        attribute: Optional[str] = None,
+        as_of: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> FactsResponse:
+        """Facts (``GET /v1/facts``), about ``subject`` (a name, any case) and
+        ``attribute`` (``lives_in``, ``works_at``, ``email`` …) when given; ``as_of``
+        (an RFC 3339 time, a date, or a period such as ``March 2023``) keeps those that
+        held then."""
+        params = qs(agent_id=self._agent(agent_id), subject=subject, attribute=attribute, as_of=as_of, limit=limit)
+        return self._client._call("GET", "/v1/facts", FactsResponse, params=params)
+
 
 class Projects(_Resource):
     """Projects ``/v1/projects``: an agent's groups of sessions and memories."""
@@ -931,6 +970,7 @@ class Mnemos(BaseClient):
         self.cognition = Cognition(self)
         self.projects = Projects(self)
         self.entities = Entities(self)
+        self.facts = Facts(self)
         self.kv = Kv(self)
         self.sessions = Sessions(self)
         self.admin = Admin(self)

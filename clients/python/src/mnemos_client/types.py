@@ -636,12 +636,75 @@ class RelatedEntity(Model):
 
 
 @dataclass
+class Fact(Model):
+    """A fact with its validity window: ``subject`` ``attribute`` ``value`` from
+    ``valid_from`` until ``valid_to`` (absent while it holds)."""
+
+    subject: str
+    attribute: str
+    value: str
+    valid_from: datetime
+    current: bool
+    source_memory_ids: List[str]
+    subject_entity_id: Optional[str] = None
+    value_entity_id: Optional[str] = None
+    valid_to: Optional[datetime] = None
+    closed_by_memory_id: Optional[str] = None
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class FactsResponse(Model):
+    """Facts by subject, attribute and start."""
+
+    facts: List[Fact]
+    truncated: bool
+    extra: Dict[str, Any] = _extra()
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+
+@dataclass
+class EntityMergeRecord(Model):
+    """A merge of one entity's name into another entity (``origin`` ``user`` or
+    ``stated``); ``undone_at`` is set once it was split again."""
+
+    id: str
+    alias: str
+    name: str
+    entity_id: str
+    origin: str
+    created_at: datetime
+    memory_id: Optional[str] = None
+    undone_at: Optional[datetime] = None
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
 class EntityDetail(Model):
-    """One entity, the memories naming it (newest first) and the entities named beside it."""
+    """One entity, the memories naming it (newest first), the entities named beside
+    it, the facts about it over time and the facts pointing at it."""
 
     entity: Entity
     memories: List[EntityMention]
     related: List[RelatedEntity]
+    facts: List[Fact]
+    referenced_by: List[Fact]
+    aliases: List[str]
+    merges: List[EntityMergeRecord]
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
+class MergeResult(Model):
+    """A merge made or undone, and the entity that stays (merge) or was split off."""
+
+    merge: EntityMergeRecord
+    entity: Optional[Entity] = None
     extra: Dict[str, Any] = _extra()
 
 
