@@ -37,11 +37,14 @@ pub const UPSERT_MENTION: &str = "MATCH (m:Memory {id: $id}) \
      ON CREATE SET e.name = $name \
      SET e.agent_id = $agent_id, e.key = $key, e.kind = $kind \
      MERGE (m)-[:MENTIONS]->(e)";
-/// Drop a memory's mentions of entities not in `$keep`, and each entity no memory
-/// mentions any more (with its relationships).
+/// Drop a memory's mentions of entities not in `$keep`.
 pub const DROP_MENTIONS: &str = "MATCH (m:Memory {id: $id})-[r:MENTIONS]->(e:Entity) \
-     WHERE NOT e.id IN $keep DELETE r \
-     WITH DISTINCT e WHERE NOT ()-[:MENTIONS]->(e) DETACH DELETE e";
+     WHERE NOT e.id IN $keep DELETE r";
+/// Drop each entity of `$agent_id` no memory mentions any more, with its relationships
+/// (a statement of its own: FalkorDB applies a query's deletes at its end, so a filter
+/// in the same query still sees the mentions it deletes).
+pub const DROP_ORPHAN_ENTITIES: &str = "MATCH (e:Entity {agent_id: $agent_id}) \
+     WHERE NOT ()-[:MENTIONS]->(e) DETACH DELETE e";
 /// Drop the relationships a memory stated.
 pub const DROP_RELATIONS: &str =
     "MATCH (:Entity)-[r:RELATES {memory_id: $id}]->(:Entity) DELETE r";
@@ -51,6 +54,8 @@ pub const UPSERT_RELATION: &str = "MATCH (a:Entity {id: $from_id}), (b:Entity {i
      SET r.ends = $ends, r.agent_id = $agent_id";
 /// The lookup index on entity ids.
 pub const INDEX_ENTITY_ID: &str = "CREATE INDEX FOR (e:Entity) ON (e.id)";
+/// The lookup index on entity owners (the orphan sweep).
+pub const INDEX_ENTITY_AGENT: &str = "CREATE INDEX FOR (e:Entity) ON (e.agent_id)";
 /// Counts, for health and tests: entities, mentions and relationships of one agent.
 pub const COUNT_AGENT_ENTITIES: &str = "MATCH (e:Entity {agent_id: $agent_id}) \
      OPTIONAL MATCH ()-[m:MENTIONS]->(e) \
@@ -198,6 +203,34 @@ pub fn change_queries(change: &ProjectedChange) -> Vec<(&'static str, Vec<(&'sta
         ],
         _ => vec![main],
     }
+}
+
+/// The statements that apply a batch of changes in order, then drop the entities the
+/// batch left without mentions (one sweep per agent whose memories it touched).
+pub fn batch_queries(changes: &[ProjectedChange]) -> Vec<(&'static str, Vec<(&'static str, Param)>)> {
+    let mut out: Vec<_> = changes.iter().flat_map(change_queries).collect();
+    let mut swept: Vec<&AgentId> = Vec::new();
+    for change in changes {
+        let agent = match change {
+            ProjectedChange::UpsertMemory {
+                agent_id,
+                named: Some(_),
+                ..
+            }
+            | ProjectedChange::DeleteMemory { agent_id, .. } => agent_id,
+            _ => continue,
+        };
+        if !swept.contains(&agent) {
+            swept.push(agent);
+        }
+    }
+    for agent in swept {
+        out.push((
+            DROP_ORPHAN_ENTITIES,
+            vec![("agent_id", Param::Text(agent.to_string()))],
+        ));
+    }
+    out
 }
 
 /// The memory's or edge's own statement and parameters of one outbox change.

@@ -71,11 +71,13 @@ impl FalkorProjection {
             .arg(cypher::INDEX_MEMORY_ID)
             .query_async(&mut connection)
             .await;
-        let _: Result<Value, _> = redis::cmd("GRAPH.QUERY")
-            .arg(&self.graph)
-            .arg(cypher::INDEX_ENTITY_ID)
-            .query_async(&mut connection)
-            .await;
+        for index in [cypher::INDEX_ENTITY_ID, cypher::INDEX_ENTITY_AGENT] {
+            let _: Result<Value, _> = redis::cmd("GRAPH.QUERY")
+                .arg(&self.graph)
+                .arg(index)
+                .query_async(&mut connection)
+                .await;
+        }
         if let Ok(mut slot) = self.connection.lock() {
             *slot = Some(connection.clone());
         }
@@ -215,8 +217,8 @@ impl FalkorProjection {
 }
 
 /// The statement of one change, with its parameters rendered for `GRAPH.QUERY`.
-pub fn statements(change: &ProjectedChange) -> Vec<String> {
-    cypher::change_queries(change)
+pub fn statements(changes: &[ProjectedChange]) -> Vec<String> {
+    cypher::batch_queries(changes)
         .into_iter()
         .map(|(query, params)| with_params(query, &params))
         .collect()
@@ -241,7 +243,7 @@ impl Projection for FalkorProjection {
     }
 
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()> {
-        let mut queries: Vec<String> = changes.iter().flat_map(statements).collect();
+        let mut queries: Vec<String> = statements(changes);
         if let Some(through) = through {
             queries.push(with_params(
                 cypher::SET_APPLIED,

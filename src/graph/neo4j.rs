@@ -125,9 +125,8 @@ impl Projection for Neo4jProjection {
     }
 
     async fn apply(&self, changes: &[ProjectedChange], through: Option<u64>) -> MemoryResult<()> {
-        let mut queries: Vec<Query> = changes
-            .iter()
-            .flat_map(cypher::change_queries)
+        let mut queries: Vec<Query> = cypher::batch_queries(changes)
+            .into_iter()
             .map(|(statement, params)| query(statement, &params))
             .collect();
         if let Some(through) = through {

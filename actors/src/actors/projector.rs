@@ -317,7 +317,13 @@ struct Track {
     last_error: Option<String>,
     /// Rebuilds done since start.
     rebuilds: u32,
+    /// When the projection itself last confirmed `applied` (None: never): a projection
+    /// server that restarted empty while idle is noticed at the next confirmation.
+    confirmed_at: Option<Instant>,
 }
+
+/// How long an applied mark is trusted before the projection is asked for it again.
+const CONFIRM_MARK_EVERY: Duration = Duration::from_secs(10);
 
 /// The actor's state.
 pub struct ProjectorState {
@@ -505,16 +511,22 @@ impl Shared {
             if track.retry_at.is_some_and(|at| Instant::now() < at) {
                 continue;
             }
+            let known = track
+                .applied
+                .filter(|_| track.confirmed_at.is_some_and(|at| at.elapsed() < CONFIRM_MARK_EVERY));
             match catch_up(
                 source,
                 projection.as_ref(),
-                track.applied,
+                known,
                 self.args.batch,
                 16,
             )
             .await
             {
                 Ok((applied, rebuilt)) => {
+                    if known.is_none() {
+                        track.confirmed_at = Some(Instant::now());
+                    }
                     if track.failures > 0 || rebuilt {
                         tracing::info!(
                             projection = projection.name(),
