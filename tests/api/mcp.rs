@@ -109,8 +109,9 @@ async fn the_python_sdk_uses_every_tool_over_stdio() {
     // The server exited when stdin closed, flushed its stores and released the lock:
     // both remembered, both batch memories (one archived by forget, still stored), and
     // the preference and the procedure extract_turn kept (once, though the turn was sent
-    // twice); the memory of the isolated project was deleted by delete_memory.
-    assert_eq!(stored_memories(temp.path()).await, 6);
+    // twice); the memory of the isolated project was deleted by delete_memory; and the
+    // three memories of the entities and facts tools (agent mcp-facts).
+    assert_eq!(stored_memories(temp.path()).await, 9);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
