@@ -590,7 +590,12 @@ pub async fn facts(
         .map(|raw| as_of_range(raw, runtime.now()))
         .transpose()?;
     let mut facts = runtime
-        .facts(&agent, subject.as_deref(), attribute.as_deref(), during.as_ref())
+        .facts(
+            &agent,
+            subject.as_deref(),
+            attribute.as_deref(),
+            during.as_ref(),
+        )
         .await?;
     let truncated = facts.len() > limit;
     facts.truncate(limit);

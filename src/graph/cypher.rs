@@ -46,8 +46,7 @@ pub const DROP_MENTIONS: &str = "MATCH (m:Memory {id: $id})-[r:MENTIONS]->(e:Ent
 pub const DROP_ORPHAN_ENTITIES: &str = "MATCH (e:Entity {agent_id: $agent_id}) \
      WHERE NOT ()-[:MENTIONS]->(e) DETACH DELETE e";
 /// Drop the relationships a memory stated.
-pub const DROP_RELATIONS: &str =
-    "MATCH (:Entity)-[r:RELATES {memory_id: $id}]->(:Entity) DELETE r";
+pub const DROP_RELATIONS: &str = "MATCH (:Entity)-[r:RELATES {memory_id: $id}]->(:Entity) DELETE r";
 /// Record a relationship a memory states between two entities it names.
 pub const UPSERT_RELATION: &str = "MATCH (a:Entity {id: $from_id}), (b:Entity {id: $to_id}) \
      MERGE (a)-[r:RELATES {attribute: $attribute, memory_id: $id}]->(b) \
@@ -207,7 +206,9 @@ pub fn change_queries(change: &ProjectedChange) -> Vec<(&'static str, Vec<(&'sta
 
 /// The statements that apply a batch of changes in order, then drop the entities the
 /// batch left without mentions (one sweep per agent whose memories it touched).
-pub fn batch_queries(changes: &[ProjectedChange]) -> Vec<(&'static str, Vec<(&'static str, Param)>)> {
+pub fn batch_queries(
+    changes: &[ProjectedChange],
+) -> Vec<(&'static str, Vec<(&'static str, Param)>)> {
     let mut out: Vec<_> = changes.iter().flat_map(change_queries).collect();
     let mut swept: Vec<&AgentId> = Vec::new();
     for change in changes {

@@ -11,8 +11,8 @@ use crate::contract::entities::{
     self, EntitiesParams, EntitiesResponse, EntityDetailResponse, EntityParams, FactsParams,
     FactsResponse, MergeBody, MergeResponse, SplitBody,
 };
-use crate::http::ApiJson;
 use crate::contract::errors::ErrorBody;
+use crate::http::ApiJson;
 
 /// An agent's entities (who and what its memories name), searched and paged.
 #[utoipa::path(get, tag = "entities", path = "/v1/entities", params(EntitiesParams),
@@ -52,7 +52,9 @@ pub async fn list_facts(
     Authenticated(caller): Authenticated,
     ApiQuery(params): ApiQuery<FactsParams>,
 ) -> ApiResult<Json<FactsResponse>> {
-    Ok(Json(entities::facts(&state.runtime, &caller, params).await?))
+    Ok(Json(
+        entities::facts(&state.runtime, &caller, params).await?,
+    ))
 }
 
 /// Merge this entity into another (`into`): its name becomes an alias of the other and

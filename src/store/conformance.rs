@@ -352,7 +352,11 @@ async fn the_entity_index_names_what_active_memories_name_and_rebuilds_alike<D>(
     let found = index.fact_claims(&about_caroline).await.unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(
-        (found[0].attribute.as_str(), found[0].value.as_str(), found[0].observed_at),
+        (
+            found[0].attribute.as_str(),
+            found[0].value.as_str(),
+            found[0].observed_at
+        ),
         ("lives_in", "Porto", porto.occurred_at)
     );
     let mut superseded = porto.clone();

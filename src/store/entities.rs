@@ -190,8 +190,16 @@ impl<D: Dialect> EntityProjection<D> {
         if !seen.is_empty() {
             return Ok(false);
         }
-        self.insert_merge(conn, agent, &stated.alias, &stated.name, "stated", Some(memory), at)
-            .await?;
+        self.insert_merge(
+            conn,
+            agent,
+            &stated.alias,
+            &stated.name,
+            "stated",
+            Some(memory),
+            at,
+        )
+        .await?;
         Ok(true)
     }
 
@@ -426,7 +434,8 @@ impl<D: Dialect> EntityProjection<D> {
             }
             for (agent, alias) in merged {
                 for memory in Self::memories_with_keys(conn, &agent, &[alias.as_str()]).await? {
-                    self.index_memory(conn, &memory, &agent, false, pass).await?;
+                    self.index_memory(conn, &memory, &agent, false, pass)
+                        .await?;
                 }
             }
         }

@@ -288,7 +288,11 @@ async fn facts_keep_their_validity_windows_and_answer_as_of_a_time() {
                 "2023-01-10T09:00:00Z".to_string(),
                 Some("2023-06-01T09:00:00Z".to_string())
             ),
-            ("Porto".to_string(), "2023-06-01T09:00:00Z".to_string(), None),
+            (
+                "Porto".to_string(),
+                "2023-06-01T09:00:00Z".to_string(),
+                None
+            ),
         ],
         "{lived}"
     );
@@ -301,11 +305,17 @@ async fn facts_keep_their_validity_windows_and_answer_as_of_a_time() {
         ("2023-03-01T00:00:00Z", vec!["Lisbon"]),
         ("2023-07-15", vec!["Porto"]),
         ("in%20May%202023", vec!["Lisbon"]),
-        ("between%202023-05-01%20and%202023-07-01", vec!["Lisbon", "Porto"]),
+        (
+            "between%202023-05-01%20and%202023-07-01",
+            vec!["Lisbon", "Porto"],
+        ),
         ("2022-12-01", vec![]),
     ] {
         let found = app
-            .facts("facts", &format!("subject=alice&attribute=lives_in&as_of={as_of}"))
+            .facts(
+                "facts",
+                &format!("subject=alice&attribute=lives_in&as_of={as_of}"),
+            )
             .await;
         let values: Vec<&str> = found["facts"]
             .as_array()
@@ -405,7 +415,10 @@ async fn facts_keep_their_validity_windows_and_answer_as_of_a_time() {
     );
     assert_eq!(app.facts("facts", "").await["facts"], json!([]));
     assert_eq!(
-        app.facts("other", "").await["facts"].as_array().unwrap().len(),
+        app.facts("other", "").await["facts"]
+            .as_array()
+            .unwrap()
+            .len(),
         1
     );
 }
@@ -440,7 +453,11 @@ async fn aliases_merge_when_a_memory_states_them_and_a_split_is_never_undone() {
 
     // A memory says who Mel is: Mel's mentions and facts move to Melanie.
     let stating = app
-        .remember("alias", "Our teacher is Melanie (Mel) from the studio.", json!({}))
+        .remember(
+            "alias",
+            "Our teacher is Melanie (Mel) from the studio.",
+            json!({}),
+        )
         .await["memory"]["id"]
         .as_str()
         .unwrap()
@@ -459,7 +476,11 @@ async fn aliases_merge_when_a_memory_states_them_and_a_split_is_never_undone() {
     assert_eq!(detail["merges"][0]["memory_id"], stating.as_str());
     assert!(entity_named(&app, "alias", "Mel").await.is_none());
     let lives = app.facts("alias", "subject=Mel&attribute=lives_in").await;
-    assert_eq!(lives["facts"][0]["subject_entity_id"], melanie_id.as_str(), "{lives}");
+    assert_eq!(
+        lives["facts"][0]["subject_entity_id"],
+        melanie_id.as_str(),
+        "{lives}"
+    );
     // A question naming the alias finds the entity's memories through the index.
     let recalled = app
         .recall("alias", "what did mel paint", json!({"debug": true}))
@@ -467,7 +488,10 @@ async fn aliases_merge_when_a_memory_states_them_and_a_split_is_never_undone() {
     assert!(
         recalled["results"].as_array().unwrap().iter().any(|r| {
             r["memory"]["content"] == "Yesterday, Melanie painted the fence."
-                && r["matched_by"].as_array().unwrap().contains(&json!("entity"))
+                && r["matched_by"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("entity"))
         }),
         "{recalled}"
     );
@@ -494,7 +518,9 @@ async fn aliases_merge_when_a_memory_states_them_and_a_split_is_never_undone() {
     })
     .await;
     assert!(indexed, "{}", app.entity("alias", &melanie_id).await);
-    let mel_now = entity_named(&app, "alias", "Mel").await.expect("Mel stays split");
+    let mel_now = entity_named(&app, "alias", "Mel")
+        .await
+        .expect("Mel stays split");
     assert_eq!(mel_now["mentions"], 3, "{mel_now}");
     let history = app.entity("alias", &melanie_id).await["merges"].clone();
     assert_eq!(history.as_array().unwrap().len(), 1, "{history}");

@@ -430,10 +430,17 @@ async fn entities_and_their_relationships_reach_falkordb_and_are_rebuilt_after_i
     let reached = |want: (i64, i64, i64)| {
         let counts = &counts;
         async move {
-            eventually(Duration::from_secs(60), || async { counts().await == Some(want) }).await
+            eventually(Duration::from_secs(60), || async {
+                counts().await == Some(want)
+            })
+            .await
         }
     };
-    assert!(reached(expected).await, "graph holds {:?}, expected {expected:?}", counts().await);
+    assert!(
+        reached(expected).await,
+        "graph holds {:?}, expected {expected:?}",
+        counts().await
+    );
 
     // Forgetting Carol's move takes her (nothing else names her) and the relationship
     // away; Lisbon stays, Bob still names it.
@@ -442,7 +449,11 @@ async fn entities_and_their_relationships_reach_falkordb_and_are_rebuilt_after_i
         .await;
     assert_status(forgot, StatusCode::OK).await;
     let expected = expected_entities("ent", &[texts[0], texts[2]]);
-    assert!(reached(expected).await, "graph holds {:?}, expected {expected:?}", counts().await);
+    assert!(
+        reached(expected).await,
+        "graph holds {:?}, expected {expected:?}",
+        counts().await
+    );
 
     // FalkorDB comes back empty: rebuilt from SQL with the same entities.
     falkor.kill().await;
@@ -455,7 +466,11 @@ async fn entities_and_their_relationships_reach_falkordb_and_are_rebuilt_after_i
 
     // Erasing the agent leaves no entity of it in the graph.
     assert_status(app.delete("/v1/agents/ent").await, StatusCode::OK).await;
-    assert!(reached((0, 0, 0)).await, "after erase: {:?}", counts().await);
+    assert!(
+        reached((0, 0, 0)).await,
+        "after erase: {:?}",
+        counts().await
+    );
 }
 
 fn association(

@@ -511,18 +511,12 @@ impl Shared {
             if track.retry_at.is_some_and(|at| Instant::now() < at) {
                 continue;
             }
-            let known = track
-                .applied
-                .filter(|_| track.confirmed_at.is_some_and(|at| at.elapsed() < CONFIRM_MARK_EVERY));
-            match catch_up(
-                source,
-                projection.as_ref(),
-                known,
-                self.args.batch,
-                16,
-            )
-            .await
-            {
+            let known = track.applied.filter(|_| {
+                track
+                    .confirmed_at
+                    .is_some_and(|at| at.elapsed() < CONFIRM_MARK_EVERY)
+            });
+            match catch_up(source, projection.as_ref(), known, self.args.batch, 16).await {
                 Ok((applied, rebuilt)) => {
                     if known.is_none() {
                         track.confirmed_at = Some(Instant::now());

@@ -587,7 +587,9 @@ fn words(text: &str) -> Words<'_> {
         .map(|t| {
             (
                 t.raw.starts_with(['(', '[']),
-                t.raw.trim_end_matches(['.', ',', ';', ':', '!', '?']).ends_with([')', ']']),
+                t.raw
+                    .trim_end_matches(['.', ',', ';', ':', '!', '?'])
+                    .ends_with([')', ']']),
             )
         })
         .collect();
@@ -1133,10 +1135,13 @@ mod question_tests {
 
     #[test]
     fn a_name_never_runs_across_brackets() {
-        let found: Vec<String> = extract("I met Melanie (Mel) and (Acme) Corp staff.", &HashSet::new())
-            .into_iter()
-            .map(|m| m.surface)
-            .collect();
+        let found: Vec<String> = extract(
+            "I met Melanie (Mel) and (Acme) Corp staff.",
+            &HashSet::new(),
+        )
+        .into_iter()
+        .map(|m| m.surface)
+        .collect();
         assert_eq!(found, ["Melanie", "Mel", "Acme", "Corp"], "{found:?}");
     }
 

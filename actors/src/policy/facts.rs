@@ -145,12 +145,7 @@ const FAMILIES: &[Family] = &[
             "joined",
         ],
         bases: &["work at", "work for", "works at", "works for"],
-        ends: &[
-            "left",
-            "quit",
-            "stopped working at",
-            "stopped working for",
-        ],
+        ends: &["left", "quit", "stopped working at", "stopped working for"],
         value: ValueRule::Phrase,
     },
     Family {
@@ -271,8 +266,22 @@ const ADVERBS: &[&str] = &[
 
 /// Words that open a clause before its subject ("So, Alice lives …").
 const OPENERS: &[&str] = &[
-    "so", "and", "also", "btw", "fyi", "update", "note", "now", "later", "then", "today",
-    "yesterday", "recently", "meanwhile", "finally", "anyway",
+    "so",
+    "and",
+    "also",
+    "btw",
+    "fyi",
+    "update",
+    "note",
+    "now",
+    "later",
+    "then",
+    "today",
+    "yesterday",
+    "recently",
+    "meanwhile",
+    "finally",
+    "anyway",
 ];
 
 /// Subjects that need a referent the rules do not resolve.
@@ -283,10 +292,46 @@ const PRONOUNS: &[&str] = &[
 
 /// Words that end a value phrase (a new clause, a time or a place adjunct).
 const VALUE_STOPS: &[&str] = &[
-    "in", "on", "at", "since", "from", "until", "because", "and", "but", "with", "for",
-    "when", "after", "before", "last", "this", "next", "yesterday", "today", "now",
-    "anymore", "any", "so", "while", "as", "which", "who", "that", "than", "over", "to",
-    "again", "too", "though", "although", "if", "or", "every", "during", "by",
+    "in",
+    "on",
+    "at",
+    "since",
+    "from",
+    "until",
+    "because",
+    "and",
+    "but",
+    "with",
+    "for",
+    "when",
+    "after",
+    "before",
+    "last",
+    "this",
+    "next",
+    "yesterday",
+    "today",
+    "now",
+    "anymore",
+    "any",
+    "so",
+    "while",
+    "as",
+    "which",
+    "who",
+    "that",
+    "than",
+    "over",
+    "to",
+    "again",
+    "too",
+    "though",
+    "although",
+    "if",
+    "or",
+    "every",
+    "during",
+    "by",
 ];
 
 /// Most words a value phrase (not an entity) takes.
@@ -451,20 +496,28 @@ fn subject_of(
             Some((who.to_string(), entity_key(who)))
         }
         _ => {
-            if words.iter().any(|w| w.breaks) && !words.last().is_some_and(|w| w.norm.ends_with("'s")) {
+            if words.iter().any(|w| w.breaks)
+                && !words.last().is_some_and(|w| w.norm.ends_with("'s"))
+            {
                 return None;
             }
-            if let Some(mention) = mention_over(words, 0, words.len(), mentions)
-                .or_else(|| mention_over(words, 1, words.len(), mentions).filter(|_| words[0].norm == "the"))
-            {
+            if let Some(mention) = mention_over(words, 0, words.len(), mentions).or_else(|| {
+                mention_over(words, 1, words.len(), mentions).filter(|_| words[0].norm == "the")
+            }) {
                 return Some((mention.surface.clone(), mention.key.clone()));
             }
-            let phrase = if words[0].norm == "the" { &words[1..] } else { words };
+            let phrase = if words[0].norm == "the" {
+                &words[1..]
+            } else {
+                words
+            };
             let plain = !phrase.is_empty()
                 && phrase.len() <= MAX_SUBJECT_WORDS
                 && !PRONOUNS.contains(&phrase[0].norm.as_str())
                 && phrase.iter().all(|w| {
-                    w.norm.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                    w.norm
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
                         && !crate::text::is_stopword(&w.norm)
                 });
             plain.then(|| {
@@ -524,9 +577,9 @@ fn value_at(
                 }
             }
             // A value of only articles or stop words says nothing.
-            let meaningful = words[at..end]
-                .iter()
-                .any(|w| !crate::text::is_stopword(&w.norm) && !VALUE_STOPS.contains(&w.norm.as_str()));
+            let meaningful = words[at..end].iter().any(|w| {
+                !crate::text::is_stopword(&w.norm) && !VALUE_STOPS.contains(&w.norm.as_str())
+            });
             meaningful.then(|| (text_of(words[at].start, words[end - 1].end), false))
         }
     }
@@ -570,7 +623,7 @@ fn clause_claim(
             }
             let (subject, subject_key) = subject_of(&words[..subject_end], mentions, speaker)?;
             let (value, value_is_entity) =
-                value_at(words, verb_at + n, mentions, pattern.value, &surface)?;
+                value_at(words, verb_at + n, mentions, pattern.value, surface)?;
             let key = value_key(&value);
             if key.is_empty() || key == subject_key {
                 return None;
@@ -601,7 +654,7 @@ fn possessive_claim(
     let is_at = words
         .iter()
         .position(|w| matches!(w.norm.as_str(), "is" | "are"))?;
-    if is_at < 2 || is_at > 7 {
+    if !(2..=7).contains(&is_at) {
         return None;
     }
     let head = &words[..is_at];
@@ -632,9 +685,9 @@ fn possessive_claim(
     };
     if attribute_words.is_empty()
         || attribute_words.len() > 3
-        || attribute_words.iter().any(|w| {
-            w.breaks || !w.norm.chars().all(|c| c.is_alphanumeric() || c == '-')
-        })
+        || attribute_words
+            .iter()
+            .any(|w| w.breaks || !w.norm.chars().all(|c| c.is_alphanumeric() || c == '-'))
     {
         return None;
     }
@@ -644,12 +697,20 @@ fn possessive_claim(
         .collect::<Vec<_>>()
         .join("_");
     let mut value_from = is_at + 1;
-    while value_from < words.len() && matches!(words[value_from].norm.as_str(), "now" | "currently" | "still") {
+    while value_from < words.len()
+        && matches!(
+            words[value_from].norm.as_str(),
+            "now" | "currently" | "still"
+        )
+    {
         value_from += 1;
     }
     let first = words.get(value_from)?;
     // "Alice's plan is to …" or "my guess is that …" states no value.
-    if matches!(first.norm.as_str(), "to" | "that" | "not" | "being" | "going") {
+    if matches!(
+        first.norm.as_str(),
+        "to" | "that" | "not" | "being" | "going"
+    ) {
         return None;
     }
     let (value, value_is_entity) = match mention_from(words, value_from, mentions) {
@@ -919,13 +980,13 @@ mod tests {
     #[test]
     fn what_is_not_a_plain_claim_claims_nothing() {
         for text in [
-            "She moved to Paris.",               // unresolved pronoun
-            "We use Postgres.",                  // "we" has no referent here
+            "She moved to Paris.",                  // unresolved pronoun
+            "We use Postgres.",                     // "we" has no referent here
             "The friend who lives in Rome called.", // subordinate clause
-            "Does Alice live in Lisbon?",        // a question has no subject first
-            "Alice joined the call.",            // "joined" needs a name
+            "Does Alice live in Lisbon?",           // a question has no subject first
+            "Alice joined the call.",               // "joined" needs a name
             "Port 5433 is open.",
-            "I like it.",                        // only a pronoun as value
+            "I like it.", // only a pronoun as value
         ] {
             assert!(claims(text).is_empty(), "{text}: {:?}", claims(text));
         }
@@ -973,13 +1034,18 @@ mod tests {
         assert_eq!(facts[0].value, "Lisbon");
         assert_eq!(facts[0].valid_from, day(1));
         assert_eq!(facts[0].valid_to, Some(day(20)));
-        assert_eq!(facts[0].sources, [MemoryId("m1".into()), MemoryId("m2".into())]);
+        assert_eq!(
+            facts[0].sources,
+            [MemoryId("m1".into()), MemoryId("m2".into())]
+        );
         assert_eq!(facts[0].closed_by, Some(MemoryId("m3".into())));
         assert_eq!(facts[1].value, "Porto");
         assert_eq!(facts[1].valid_to, None);
         assert!(facts[0].valid_at(day(10)) && !facts[1].valid_at(day(10)));
         assert!(!facts[0].valid_at(day(20)) && facts[1].valid_at(day(20)));
-        assert!(facts.iter().all(|f| !f.valid_at(Utc.with_ymd_and_hms(2022, 12, 31, 0, 0, 0).unwrap())));
+        assert!(facts
+            .iter()
+            .all(|f| !f.valid_at(Utc.with_ymd_and_hms(2022, 12, 31, 0, 0, 0).unwrap())));
         // A period sees every fact that held at some time in it.
         assert!(facts[0].valid_during(day(15), day(25)) && facts[1].valid_during(day(15), day(25)));
         assert!(!facts[1].valid_during(day(2), day(20)));
@@ -1009,7 +1075,10 @@ mod tests {
             obs("Acme", "works_at", false, 9, "m3"),
         ]);
         assert_eq!(facts.len(), 2);
-        assert_eq!((facts[0].valid_from, facts[0].valid_to), (day(1), Some(day(5))));
+        assert_eq!(
+            (facts[0].valid_from, facts[0].valid_to),
+            (day(1), Some(day(5)))
+        );
         assert_eq!((facts[1].valid_from, facts[1].valid_to), (day(9), None));
     }
 }

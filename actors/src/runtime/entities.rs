@@ -163,7 +163,11 @@ pub(super) async fn facts(
 
 /// Facts of other subjects whose value is the entity `key`: every claim of each
 /// (subject, attribute) that once named it is read, so the windows are whole.
-async fn referenced_by(index: &dyn EntityIndex, agent: &AgentId, key: &str) -> MemoryResult<Vec<Fact>> {
+async fn referenced_by(
+    index: &dyn EntityIndex,
+    agent: &AgentId,
+    key: &str,
+) -> MemoryResult<Vec<Fact>> {
     let naming = index
         .fact_claims(&FactQuery {
             agent_id: agent.clone(),
