@@ -516,6 +516,9 @@ async fn evaluate_in(
             bar.inc(1);
             id_to_dia.insert(outcome.memory.id.0, turn.dia_id.clone());
         }
+        // The entity index follows the outbox: the questions wait until it holds the
+        // conversation, as they would after any pause in a real one.
+        crate::bench::drain_projections(&runtime).await?;
         for question in &sample.questions {
             let outcome = runtime
                 .recall(RecallInput {

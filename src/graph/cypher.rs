@@ -363,6 +363,71 @@ pub fn with_params(query: &str, params: &[(&str, Param)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mnemos_actors::store::entities::{NamedEntity, NamedInMemory, NamedRelation};
+
+    #[test]
+    fn a_batch_writes_mentions_after_the_memory_and_sweeps_orphans_once_per_agent() {
+        let agent = AgentId::parse("ana").unwrap();
+        let entity = |id: &str| NamedEntity {
+            id: id.into(),
+            key: id.into(),
+            name: id.into(),
+            kind: "name".into(),
+        };
+        let upsert = ProjectedChange::UpsertMemory {
+            id: MemoryId("m1".into()),
+            agent_id: agent.clone(),
+            memory_type: "semantic".into(),
+            status: "active".into(),
+            shared: false,
+            session_id: None,
+            embedding: None,
+            named: Some(NamedInMemory {
+                entities: vec![entity("e1"), entity("e2")],
+                relations: vec![NamedRelation {
+                    from_id: "e1".into(),
+                    to_id: "e2".into(),
+                    attribute: "works_at".into(),
+                    ends: false,
+                }],
+            }),
+        };
+        let delete = ProjectedChange::DeleteMemory {
+            id: MemoryId("m2".into()),
+            agent_id: agent.clone(),
+        };
+        let order: Vec<&str> = batch_queries(&[upsert, delete])
+            .into_iter()
+            .map(|(query, _)| query)
+            .collect();
+        assert_eq!(
+            order,
+            [
+                UPSERT_MEMORY,
+                UPSERT_MENTION,
+                UPSERT_MENTION,
+                DROP_MENTIONS,
+                DROP_RELATIONS,
+                UPSERT_RELATION,
+                DROP_RELATIONS,
+                DROP_MENTIONS,
+                DELETE_MEMORY,
+                DROP_ORPHAN_ENTITIES,
+            ]
+        );
+        // A projection that keeps no entities (named: None) gets the memory alone.
+        let bare = ProjectedChange::UpsertMemory {
+            id: MemoryId("m3".into()),
+            agent_id: agent,
+            memory_type: "semantic".into(),
+            status: "active".into(),
+            shared: false,
+            session_id: None,
+            embedding: None,
+            named: None,
+        };
+        assert_eq!(batch_queries(&[bare]).len(), 1);
+    }
 
     #[test]
     fn parameters_are_rendered_and_strings_escaped() {

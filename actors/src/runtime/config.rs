@@ -102,7 +102,7 @@ pub struct RecallSettings {
 
 /// Default weight of the entity retriever (see docs/measurements-2026-12.md, the
 /// entity ablation).
-const ENTITY_WEIGHT: f64 = 0.3;
+const ENTITY_WEIGHT: f64 = 0.1;
 
 impl Default for RecallSettings {
     fn default() -> Self {
