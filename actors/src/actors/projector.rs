@@ -137,6 +137,17 @@ impl ProjectionSource for ActorSource {
     }
 }
 
+/// The ids of the memories `changes` upsert.
+fn upserted_ids(changes: &[ProjectedChange]) -> Vec<MemoryId> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Attach each upserted memory's stored embedding to its change, for a projection that
 /// holds vectors; a memory deleted since keeps None (its delete follows in the outbox).
 async fn with_vectors(
@@ -147,13 +158,7 @@ async fn with_vectors(
     if !projection.holds_vectors() {
         return Ok(changes);
     }
-    let ids: Vec<MemoryId> = changes
-        .iter()
-        .filter_map(|c| match c {
-            ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids = upserted_ids(&changes);
     if ids.is_empty() {
         return Ok(changes);
     }
@@ -178,13 +183,7 @@ async fn with_named(
     if !projection.holds_entities() {
         return Ok(changes);
     }
-    let ids: Vec<MemoryId> = changes
-        .iter()
-        .filter_map(|c| match c {
-            ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids = upserted_ids(&changes);
     if ids.is_empty() {
         return Ok(changes);
     }

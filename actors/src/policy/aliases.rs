@@ -7,7 +7,7 @@
 //! rules found are paired, and the alias must be shorter than the name it stands for,
 //! so "Lisbon (Portugal)" is no alias (neither is a short form of the other).
 
-use crate::policy::entities::{entity_key, EntityMention};
+use crate::policy::entities::EntityMention;
 
 /// One alias a text states: `alias` stands for `name` (both resolution keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,11 +126,6 @@ pub fn resolve<'a>(
         }
     }
     current
-}
-
-/// The key of a mention's surface (for re-reading a stored mention).
-pub fn surface_key(surface: &str) -> String {
-    entity_key(surface)
 }
 
 #[cfg(test)]
