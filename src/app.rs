@@ -43,6 +43,9 @@ pub struct Services {
     /// The configured embedder, when the stored vectors come from another model: what
     /// `mnemos reindex --reembed` and `POST /v1/admin/reembed` re-embed with.
     pub pending_embedder: Option<PendingEmbedder>,
+    /// The task asking the inner-thought model what each memory names (stopped first
+    /// on close), when the model does.
+    naming: Option<crate::store::model_entities::NamingTask>,
     /// Held for the life of the process so two servers never share a data directory.
     _lock: DataDirLock,
 }
@@ -158,7 +161,7 @@ impl Services {
         let (thought, arbiter) = crate::thought::from_settings(&settings.inner_thought);
         let mut projections = projections(settings, embedder.as_ref()).await?;
         // The entity index lives in the system of record's database, kept like the others.
-        let (entity_projection, entity_index) = record.entity_index();
+        let (entity_projection, entity_index, naming) = record.entity_index(&thought);
         projections.push(entity_projection);
         let working = crate::working::from_settings(&settings.working)
             .await
@@ -185,6 +188,7 @@ impl Services {
             store,
             record,
             pending_embedder,
+            naming,
             _lock: lock,
         })
     }
@@ -201,6 +205,9 @@ impl Services {
 
     /// Flush and stop the runtime, then close the store.
     pub async fn close(self) -> anyhow::Result<()> {
+        if let Some(naming) = self.naming {
+            naming.stop().await;
+        }
         let flushed = self.runtime.shutdown().await;
         self.record.close().await;
         flushed.map_err(|e| anyhow::anyhow!(e.message))

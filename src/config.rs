@@ -414,6 +414,8 @@ pub struct CognitionConfig {
     pub schedule: String,
     /// Days a forgotten memory stays archived before it is deleted (0: never).
     pub purge_after_days: i64,
+    /// Memories an entity is named in before it gets a profile (0: no profiles).
+    pub profile_min_mentions: u64,
     /// Affinity at or above which two candidates cluster.
     pub cluster_threshold: f32,
     /// Smallest cluster abstracted.
@@ -468,6 +470,8 @@ pub struct InnerThoughtSettings {
     pub temperature: f32,
     /// Also consult the model when routing or contradiction rules are unsure.
     pub arbiter: bool,
+    /// Also ask the model who and what each memory names (the entity index, in the background).
+    pub entities: bool,
 }
 
 /// `[supervisor]`.
@@ -1295,6 +1299,7 @@ impl Settings {
                 },
                 purge_after_days: self.cognition.purge_after_days,
                 idle_hours: self.archival.idle_hours,
+                profile_min_mentions: self.cognition.profile_min_mentions,
                 lease_ttl: chrono::Duration::seconds(self.cognition.lease_seconds as i64),
                 ..SleepSettings::default()
             },
@@ -1307,6 +1312,15 @@ impl Settings {
                 max_queued_texts: self.embedding.max_queued_texts,
                 time_per_text: Duration::from_millis(self.embedding.ms_per_text),
                 micro_batch: Duration::from_millis(self.embedding.micro_batch_ms),
+                request_allowance: if self.embedding.provider == "openai" {
+                    crate::embedding::openai::worst_case(
+                        Duration::from_millis(self.embedding.timeout_ms.max(1)),
+                        self.embedding.max_retries,
+                    )
+                } else {
+                    Duration::ZERO
+                },
+                request_texts: self.embedding.batch_size.max(1),
             },
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),

@@ -89,6 +89,9 @@ enum Command {
         /// Results wanted.
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// Recall as of a time (RFC 3339, a date or a period): what the memories said then.
+        #[arg(long)]
+        as_of: Option<String>,
         /// The query.
         query: String,
     },
@@ -415,8 +418,9 @@ async fn run_command(
         Command::Recall {
             agent,
             limit,
+            as_of,
             query,
-        } => memories::recall(runtime, caller, agent, query, limit, json).await,
+        } => memories::recall(runtime, caller, agent, query, limit, as_of, json).await,
         Command::List {
             agent,
             memory_type,

@@ -81,4 +81,11 @@ impl crate::actors::projector::ProjectionSource for StoreSource<'_> {
     ) -> crate::error::MemoryResult<Vec<Memory>> {
         self.store.get_many(ids).await
     }
+    async fn aliases_of(
+        &self,
+        _agent: &AgentId,
+    ) -> crate::error::MemoryResult<std::collections::HashMap<String, String>> {
+        // Store-level tests keep no entity index: no merges.
+        Ok(std::collections::HashMap::new())
+    }
 }

@@ -106,6 +106,27 @@ pub trait InnerThought: Send + Sync + 'static {
             tokens: 0,
         }
     }
+    /// Whether [`InnerThought::name_entities`] asks a model (the entity index then
+    /// asks it about every memory, in the background).
+    fn names_entities(&self) -> bool {
+        false
+    }
+
+    /// Who and what `text` names and how they relate, as a model reads it (None: no
+    /// model, or it failed, `fallback` saying why: the rules stand alone). What it
+    /// says is checked against the text before use ([`crate::policy::model_entities::ground`]).
+    async fn name_entities(
+        &self,
+        text: &str,
+    ) -> Thought<Option<crate::policy::model_entities::ModelNamed>> {
+        let _ = text;
+        Thought {
+            value: None,
+            provider: "none",
+            fallback: None,
+            tokens: 0,
+        }
+    }
 }
 
 /// The offline provider (`none`): extractive and rule-based.

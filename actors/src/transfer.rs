@@ -113,6 +113,9 @@ pub struct TransferCounts {
     pub namespaces: u64,
     /// KV entries.
     pub kv_entries: u64,
+    /// Merges of entities (and their undoing), from the entity index's history.
+    #[serde(default)]
+    pub entity_merges: u64,
 }
 
 impl TransferCounts {
@@ -125,6 +128,7 @@ impl TransferCounts {
             + self.runs
             + self.namespaces
             + self.kv_entries
+            + self.entity_merges
     }
 
     /// Add `other` to these counts.
@@ -136,6 +140,7 @@ impl TransferCounts {
         self.runs += other.runs;
         self.namespaces += other.namespaces;
         self.kv_entries += other.kv_entries;
+        self.entity_merges += other.entity_merges;
     }
 }
 
@@ -157,6 +162,18 @@ pub enum TransferRecord {
     Namespace(NamespaceTransfer),
     /// A KV entry of a stored namespace.
     KvEntry(KvEntry),
+    /// A merge of two of an agent's entities (a person's decision, or a memory's
+    /// stated alias), undone or not.
+    EntityMerge(EntityMergeTransfer),
+}
+
+/// A merge of the entity index's history, with whose it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityMergeTransfer {
+    /// Whose entities.
+    pub agent_id: AgentId,
+    /// The merge.
+    pub merge: crate::store::entities::EntityMerge,
 }
 
 /// What importing one record did.

@@ -37,6 +37,7 @@ pub(crate) async fn recall(
     agent_id: String,
     query: String,
     limit: usize,
+    as_of: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
     let body = RecallBody {
@@ -52,6 +53,7 @@ pub(crate) async fn recall(
         project_id: None,
         debug: None,
         min_score: None,
+        as_of,
     };
     let response = tools::recall(runtime, caller, body)
         .await
@@ -69,6 +71,18 @@ pub(crate) async fn recall(
                 )
             })
             .collect();
+        for fact in r.facts.iter().flatten() {
+            out.push(format!(
+                "held: {} {} {} (from {}{})",
+                fact.subject,
+                fact.attribute,
+                fact.value,
+                fact.valid_from.format("%Y-%m-%d"),
+                fact.valid_to
+                    .map(|to| format!(" to {}", to.format("%Y-%m-%d")))
+                    .unwrap_or_default()
+            ));
+        }
         out.push(format!(
             "{} results in {:.2} ms",
             r.results.len(),

@@ -89,6 +89,10 @@ pub struct EntityMentionView {
     pub start: usize,
     /// Byte offset just past them.
     pub end: usize,
+    /// Who found the mention: `rules`, or `model` (the inner-thought model, its words
+    /// found in the text).
+    #[schema(example = "rules")]
+    pub source: &'static str,
 }
 
 /// An entity named beside another.
@@ -118,6 +122,23 @@ pub struct EntityDetailResponse {
     pub aliases: Vec<String>,
     /// Its merge history, oldest first (undone merges included).
     pub merges: Vec<MergeView>,
+    /// Other entities that may be this one: their names' forms say so ("mel" /
+    /// "melanie", "smith" / "john smith", "j. smith"), with how alike the memories
+    /// naming each are; most alike first. Nothing is merged until someone merges.
+    pub possibly_same: Vec<SameEntityView>,
+}
+
+/// An entity that may be another one.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SameEntityView {
+    /// The other entity.
+    pub entity: EntityView,
+    /// Why its name may be this one's: `short form`, `a word of the name`, `initials`.
+    #[schema(example = "short form")]
+    pub reason: String,
+    /// Cosine similarity (-1..1) of the mean embeddings of the memories naming each
+    /// (up to 20 each); 0 when either has none.
+    pub similarity: f64,
 }
 
 /// A merge on the wire.
@@ -409,6 +430,15 @@ pub async fn entity(
     Ok(EntityDetailResponse {
         aliases,
         merges,
+        possibly_same: detail
+            .possibly_same
+            .into_iter()
+            .map(|candidate| SameEntityView {
+                entity: candidate.entity.into(),
+                reason: candidate.reason.to_string(),
+                similarity: (candidate.similarity * 10_000.0).round() / 10_000.0,
+            })
+            .collect(),
         facts: view(detail.facts),
         referenced_by: view(detail.referenced_by),
         entity: detail.entity.into(),
@@ -417,6 +447,7 @@ pub async fn entity(
             .into_iter()
             .map(|(memory, mention)| EntityMentionView {
                 memory: MemoryView::with_retention(memory, &policy, now),
+                source: if mention.by_model { "model" } else { "rules" },
                 surface: mention.surface,
                 start: mention.start,
                 end: mention.end,
@@ -541,7 +572,7 @@ async fn entity_keys<'a>(
 }
 
 /// When `as_of` asks: an instant, or the period a date or phrase names.
-fn as_of_range(raw: &str, now: DateTime<Utc>) -> MemoryResult<TimeRange> {
+pub(crate) fn as_of_range(raw: &str, now: DateTime<Utc>) -> MemoryResult<TimeRange> {
     if let Ok(at) = DateTime::parse_from_rfc3339(raw.trim()) {
         let at = at.with_timezone(&Utc);
         return Ok(TimeRange {
@@ -599,14 +630,24 @@ pub async fn facts(
         .await?;
     let truncated = facts.len() > limit;
     facts.truncate(limit);
-    let keys = entity_keys(runtime, &agent, facts.iter()).await?;
     Ok(FactsResponse {
-        facts: facts
-            .into_iter()
-            .map(|fact| FactView::of(fact, &agent, &keys))
-            .collect(),
+        facts: fact_views(runtime, &agent, facts).await?,
         truncated,
     })
+}
+
+/// The wire views of `agent`'s `facts`, their subjects and values linked to the
+/// agent's entities.
+pub(crate) async fn fact_views(
+    runtime: &Runtime,
+    agent: &mnemos_actors::model::AgentId,
+    facts: Vec<Fact>,
+) -> MemoryResult<Vec<FactView>> {
+    let keys = entity_keys(runtime, agent, facts.iter()).await?;
+    Ok(facts
+        .into_iter()
+        .map(|fact| FactView::of(fact, agent, &keys))
+        .collect())
 }
 
 /// The cursor of a page that ends at `key`: the key as hex, so it is opaque and URL-safe.

@@ -103,9 +103,14 @@ pub async fn recall(
     let session_id = session("session_id", body.session_id.as_deref())?;
     let min_score = super::parse::min_score(body.min_score)?;
     let limit = body.limit.unwrap_or(10);
+    let as_of = body
+        .as_of
+        .as_deref()
+        .map(|raw| super::entities::as_of_range(raw, now))
+        .transpose()?;
     let outcome = runtime
         .recall(RecallInput {
-            agent_id: agent,
+            agent_id: agent.clone(),
             query: body.query,
             types,
             limit: body.limit,
@@ -116,12 +121,16 @@ pub async fn recall(
             time_range,
             now: requested_now,
             project_id: project("project_id", body.project_id.as_deref())?,
+            as_of,
         })
         .await?;
     metrics::histogram!("mnemos_recall_server_seconds").record(outcome.took_ms / 1000.0);
-    Ok(RecallResponse::from_outcome(
-        outcome, debug, limit, min_score,
-    ))
+    let held = outcome.facts.clone();
+    let mut response = RecallResponse::from_outcome(outcome, debug, limit, min_score);
+    if as_of.is_some() {
+        response.facts = Some(super::entities::fact_views(runtime, &agent, held).await?);
+    }
+    Ok(response)
 }
 
 /// Assemble a ready-to-inject context block within a token budget; a `project_root`

@@ -397,6 +397,31 @@ pub struct KvEntryLine {
     pub last_used: u64,
 }
 
+/// A merge of two of an agent's entities, from the entity index's history (a person's
+/// merge, or an alias a memory stated), undone (split) or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntityMergeLine {
+    /// Its tenant.
+    pub tenant: String,
+    /// Its agent.
+    pub agent_id: String,
+    /// Its id.
+    pub id: String,
+    /// The merged key (the alias: "mel").
+    pub alias: String,
+    /// The key it stands for ("melanie").
+    pub name: String,
+    /// `user` (a person merged) or `stated` (a memory said so).
+    pub origin: String,
+    /// The memory stating the alias.
+    pub memory_id: Option<String>,
+    /// When it was merged.
+    pub created_at: DateTime<Utc>,
+    /// When it was undone (split), if it was.
+    pub undone_at: Option<DateTime<Utc>>,
+}
+
 /// One line of a file, by its `kind`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -417,6 +442,8 @@ pub enum Line {
     Namespace(NamespaceLine),
     /// A KV entry.
     KvEntry(KvEntryLine),
+    /// A merge of entities.
+    EntityMerge(EntityMergeLine),
     /// The last line.
     Trailer(TrailerLine),
 }
@@ -433,6 +460,7 @@ impl Line {
             Line::Run(_) => "run",
             Line::Namespace(_) => "namespace",
             Line::KvEntry(_) => "kv_entry",
+            Line::EntityMerge(_) => "entity_merge",
             Line::Trailer(_) => "trailer",
         }
     }
@@ -455,6 +483,7 @@ fn count_kind(counts: &mut TransferCounts, kind: &str) {
         "run" => counts.runs += 1,
         "namespace" => counts.namespaces += 1,
         "kv_entry" => counts.kv_entries += 1,
+        "entity_merge" => counts.entity_merges += 1,
         _ => {}
     }
 }
@@ -629,6 +658,33 @@ fn agent_lines(transfer: AgentTransfer, model: Option<&(String, usize)>) -> Vec<
         }));
     }
     lines
+}
+
+/// The agent's merge history (none when the runtime keeps no entity index).
+async fn entity_merges(
+    runtime: &Runtime,
+    agent: &AgentId,
+) -> MemoryResult<Vec<mnemos_actors::store::entities::EntityMerge>> {
+    if !runtime.keeps_entities() {
+        return Ok(Vec::new());
+    }
+    runtime.entity_merges(agent).await
+}
+
+/// A merge's line.
+fn merge_line(agent: &AgentId, merge: mnemos_actors::store::entities::EntityMerge) -> Line {
+    let (tenant, agent_id) = named(agent);
+    Line::EntityMerge(EntityMergeLine {
+        tenant,
+        agent_id,
+        id: merge.id,
+        alias: merge.alias,
+        name: merge.name,
+        origin: merge.origin,
+        memory_id: merge.memory_id.map(|m| m.0),
+        created_at: merge.created_at,
+        undone_at: merge.undone_at,
+    })
 }
 
 /// A namespace's line.
@@ -812,6 +868,7 @@ pub async fn plan_export(
     let mut counts = TransferCounts::default();
     for agent in &agents {
         counts.add(&runtime.transfer_counts(agent).await?);
+        counts.entity_merges += entity_merges(runtime, agent).await?.len() as u64;
     }
     let mut namespaces = Vec::new();
     for ns in runtime.export_namespaces().await? {
@@ -883,7 +940,14 @@ pub async fn write_export(
     let with_embeddings = plan.model.is_some() || plan.header.with_embeddings;
     for agent in &plan.agents {
         let transfer = runtime.export_agent(agent, with_embeddings).await?;
-        for line in agent_lines(transfer, plan.model.as_ref()) {
+        // Merges first: an import commits them no later than the memories stating
+        // them, so the target's index never records a stated alias a second time.
+        let merges = entity_merges(runtime, agent).await?;
+        let lines = merges
+            .into_iter()
+            .map(|merge| merge_line(agent, merge))
+            .chain(agent_lines(transfer, plan.model.as_ref()));
+        for line in lines {
             count_kind(&mut written, line.kind());
             sink.send(line.to_json_line()).await.map_err(|_| closed())?;
         }
@@ -1192,6 +1256,23 @@ fn line_record(
                 sessions,
             })
         }
+        Line::EntityMerge(m) => {
+            TransferRecord::EntityMerge(mnemos_actors::transfer::EntityMergeTransfer {
+                agent_id: record_agent(caller, &m.tenant, &m.agent_id)?,
+                merge: mnemos_actors::store::entities::EntityMerge {
+                    id: m.id,
+                    alias: mnemos_actors::policy::entities::entity_key(&m.alias),
+                    name: mnemos_actors::policy::entities::entity_key(&m.name),
+                    origin: m.origin,
+                    memory_id: m
+                        .memory_id
+                        .map(|id| memory_id("memory_id", &id))
+                        .transpose()?,
+                    created_at: m.created_at,
+                    undone_at: m.undone_at,
+                },
+            })
+        }
         Line::Run(r) => TransferRecord::Run(ConsolidationRun {
             agent_id: Some(record_agent(caller, &r.tenant, &r.agent_id)?),
             id: memory_id("id", &r.id)?.0,
@@ -1263,7 +1344,7 @@ fn parse_line(text: &str) -> (Option<String>, MemoryResult<Line>) {
             None,
             Err(MemoryError::invalid(
                 "kind",
-                "every line needs a \"kind\": header, memory, edge, session, project, run, namespace, kv_entry or trailer",
+                "every line needs a \"kind\": header, memory, edge, session, project, run, namespace, kv_entry, entity_merge or trailer",
             )),
         );
     };
@@ -1280,10 +1361,11 @@ fn parse_line(text: &str) -> (Option<String>, MemoryResult<Line>) {
         "run" => from_json_value(fields).map(Line::Run),
         "namespace" => from_json_value(fields).map(Line::Namespace),
         "kv_entry" => from_json_value(fields).map(Line::KvEntry),
+        "entity_merge" => from_json_value(fields).map(Line::EntityMerge),
         "trailer" => from_json_value(fields).map(Line::Trailer),
         other => Err(MemoryError::invalid(
             "kind",
-            format!("unknown kind {other:?}: header, memory, edge, session, project, run, namespace, kv_entry or trailer"),
+            format!("unknown kind {other:?}: header, memory, edge, session, project, run, namespace, kv_entry, entity_merge or trailer"),
         )),
     };
     (kind, parsed)

@@ -384,6 +384,12 @@ pub struct RecallBody {
     /// some evidence (a score above 0).
     #[schema(minimum = 0.0, maximum = 1.0)]
     pub min_score: Option<f64>,
+    /// Recall as of a time: an RFC 3339 instant, a date or a period (`2023-03-15`,
+    /// `March 2023`). Only memories that had happened by then are returned, and the
+    /// facts that held then about the entities the question names (with the memories
+    /// stating them, superseded ones too) come first and are listed in `facts`.
+    #[schema(example = "2023-03-15")]
+    pub as_of: Option<String>,
 }
 
 /// One recall result.
@@ -440,6 +446,10 @@ pub struct RecallResponse {
     /// unrelated memories).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// With `as_of`: the facts about the entities the question names that held then,
+    /// each with its validity window (as `GET /v1/facts` gives them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Vec<super::entities::FactView>>,
 }
 
 /// Round a score to 4 decimals (no f32 artefacts such as 0.800000011920929).
@@ -477,6 +487,7 @@ impl RecallResponse {
         Self {
             note,
             results,
+            facts: None,
             took_ms: outcome.took_ms,
             sources: debug.then(|| {
                 outcome

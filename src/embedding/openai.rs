@@ -27,6 +27,19 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between two attempts.
 const LONGEST_BACKOFF: Duration = Duration::from_secs(5);
 
+/// The longest one request may take: every attempt (the first and `retries` more)
+/// running to `timeout`, and every backoff between them. What a caller waiting for an
+/// embedding allows per request, so slow work completes rather than timing out.
+pub fn worst_case(timeout: Duration, retries: u32) -> Duration {
+    let mut total = timeout.saturating_mul(retries.saturating_add(1));
+    let mut backoff = FIRST_BACKOFF;
+    for _ in 0..retries {
+        total += backoff;
+        backoff = (backoff * 2).min(LONGEST_BACKOFF);
+    }
+    total
+}
+
 /// An embedder served by an OpenAI-compatible API.
 pub struct OpenAiEmbedder {
     /// The connection and its settings, shared with the tasks that make the requests.
@@ -340,5 +353,28 @@ impl Embedder for OpenAiEmbedder {
 
     fn batching_pays(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_case_of_a_request_covers_every_attempt_and_backoff() {
+        // The defaults: 30 s per attempt, four retries, 0.2 + 0.4 + 0.8 + 1.6 s apart.
+        assert_eq!(
+            worst_case(Duration::from_secs(30), 4),
+            Duration::from_millis(150_000 + 3_000)
+        );
+        assert_eq!(
+            worst_case(Duration::from_secs(2), 0),
+            Duration::from_secs(2)
+        );
+        // Backoff stops growing at its longest.
+        assert_eq!(
+            worst_case(Duration::from_millis(1), 6),
+            Duration::from_millis(7 + 200 + 400 + 800 + 1_600 + 3_200 + 5_000)
+        );
     }
 }

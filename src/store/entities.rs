@@ -8,7 +8,7 @@
 //! it never delays an acknowledgement.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -17,12 +17,15 @@ use mnemos_actors::model::{AgentId, MemoryId};
 use mnemos_actors::policy::aliases::{resolve, stated_aliases, StatedAlias};
 use mnemos_actors::policy::entities::{extract, EntityKind};
 use mnemos_actors::policy::facts::{extract_facts, FactObservation};
+use mnemos_actors::policy::model_entities::{ground, ModelNamed};
+use mnemos_actors::policy::profiles::PROFILE_KEY;
 use mnemos_actors::store::entities::{
     entity_id, Entity, EntityIndex, EntityMentionRef, EntityMerge, EntityQuery, FactQuery,
 };
 use mnemos_actors::store::{ProjectedChange, Projection};
 
 use super::dialect::{commit, rows, run, Dialect, SqlStore};
+use super::model_entities::NamingQueue;
 use super::rows::Columns;
 use super::sql::{Arg, Statement};
 
@@ -51,8 +54,8 @@ const REFRESH_ENTITY: &str = "UPDATE entities SET \
 
 /// Record one mention (a repeated apply changes nothing).
 const INSERT_MENTION: &str = "INSERT INTO entity_mentions \
-     (entity_id, memory_id, agent_id, surface, kind, start_at, end_at, occurred_at, via_alias) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING";
+     (entity_id, memory_id, agent_id, surface, kind, start_at, end_at, occurred_at, via_alias, by_model) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING";
 
 /// Columns of a merge, for reads.
 const MERGE_SELECT: &str = "SELECT id, agent_id, alias_key, name_key, origin, memory_id, \
@@ -61,8 +64,8 @@ const MERGE_SELECT: &str = "SELECT id, agent_id, alias_key, name_key, origin, me
 /// Record one claim of a fact (a repeated apply changes nothing).
 const INSERT_CLAIM: &str = "INSERT INTO entity_facts \
      (memory_id, ordinal, agent_id, subject_key, subject, attribute, value, value_key, \
-      value_is_entity, ends, observed_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
+      value_is_entity, ends, observed_at, by_model) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING";
 
 /// Entities of an agent that no active memory names any more.
 const DELETE_ORPHANS: &str = "DELETE FROM entities WHERE agent_id = $1 AND NOT EXISTS \
@@ -78,6 +81,13 @@ pub struct EntityProjection<D: Dialect> {
     /// Each agent's merged aliases (alias key → the key it stands for), as last read;
     /// dropped whenever a merge is recorded or undone.
     aliases: Mutex<HashMap<AgentId, HashMap<String, String>>>,
+    /// Where applied memories wait for the inner-thought model to name what they
+    /// name (None: the rules alone).
+    naming: Option<Arc<NamingQueue>>,
+    /// Whether the database holds model answers to read (0: not looked yet, 1: none,
+    /// 2: some): a rebuild without the model keeps what it said, and a database it
+    /// never saw pays no extra read per memory.
+    answers: std::sync::atomic::AtomicU8,
 }
 
 /// What one pass over memories did, to finish it in the same transaction.
@@ -91,6 +101,9 @@ struct Pass {
     learned: Vec<(AgentId, String)>,
     /// Aliases merged because a memory stated them: what named them is read again.
     merged: Vec<(AgentId, String)>,
+    /// Memories read again because a merge or split changed what they name: announced
+    /// again through the outbox, so graph projections name the right entities too.
+    reannounce: Vec<MemoryId>,
 }
 
 impl<D: Dialect> EntityProjection<D> {
@@ -100,7 +113,60 @@ impl<D: Dialect> EntityProjection<D> {
             store,
             known: Mutex::new(HashMap::new()),
             aliases: Mutex::new(HashMap::new()),
+            naming: None,
+            answers: std::sync::atomic::AtomicU8::new(0),
         }
+    }
+
+    /// Whether model answers may exist for the memories indexed (see `answers`).
+    async fn reads_answers(&self, conn: &mut D::Connection) -> MemoryResult<bool> {
+        use std::sync::atomic::Ordering;
+        if self.naming.is_some() {
+            return Ok(true);
+        }
+        match self.answers.load(Ordering::Relaxed) {
+            1 => Ok(false),
+            2 => Ok(true),
+            _ => {
+                let any = !rows::<D>(
+                    conn,
+                    &Statement::new(
+                        "SELECT 1 AS one FROM entity_model_answers LIMIT 1",
+                        None::<Arg>,
+                    ),
+                )
+                .await?
+                .is_empty();
+                self.answers
+                    .store(if any { 2 } else { 1 }, Ordering::Relaxed);
+                Ok(any)
+            }
+        }
+    }
+
+    /// The index that also hands every memory it applies to `queue`, for the model.
+    pub fn with_naming(mut self, queue: Arc<NamingQueue>) -> Self {
+        self.naming = Some(queue);
+        self
+    }
+
+    /// Index memory `id` of `agent` again in `tx` (its model answer was just recorded
+    /// there) and commit.
+    pub(crate) async fn index_again(
+        &self,
+        mut tx: sqlx::Transaction<'static, D>,
+        id: &MemoryId,
+        agent: &AgentId,
+    ) -> MemoryResult<()> {
+        let mut pass = Pass::default();
+        if let Err(error) = self
+            .index_memory(&mut tx, id, agent, false, &mut pass)
+            .await
+        {
+            self.forget_agent(agent);
+            return Err(error);
+        }
+        self.close_pass(tx, pass, agent).await
     }
 
     /// The keys `agent`'s entities have: kept, or read on `conn` (inside the caller's
@@ -278,6 +344,15 @@ impl<D: Dialect> EntityProjection<D> {
         .await?;
         pass.touched.insert(agent.clone());
         if deleted {
+            // What the model said of a deleted memory goes with it.
+            run::<D>(
+                conn,
+                &Statement::new(
+                    "DELETE FROM entity_model_answers WHERE memory_id = $1",
+                    [Arg::Text(&id.0)],
+                ),
+            )
+            .await?;
             return Ok(());
         }
         // The memory as it is now, read in this transaction: gone, archived or
@@ -287,7 +362,7 @@ impl<D: Dialect> EntityProjection<D> {
         let current = rows::<D>(
             conn,
             &Statement::new(
-                "SELECT content, occurred_at, status, metadata FROM memories \
+                "SELECT content, content_hash, occurred_at, status, metadata FROM memories \
                  WHERE id = $1 AND agent_id = $2 \
                  AND status IN ('active', 'superseded', 'stale')",
                 [Arg::Text(&id.0), Arg::Text(agent.as_str())],
@@ -299,13 +374,49 @@ impl<D: Dialect> EntityProjection<D> {
         };
         let (content, occurred_at) = (row.text("content")?, row.time("occurred_at")?);
         let active = row.text("status")? == "active";
-        let speaker = row
-            .json("metadata")?
-            .ok()
+        let metadata = row.json("metadata")?.ok();
+        let speaker = metadata
+            .as_ref()
             .and_then(|m| m.get("speaker")?.as_str().map(str::to_string));
+        // A profile (the sleep cycle's summary of an entity's facts) names the entity
+        // but states nothing new: its facts and aliases are its sources'.
+        let profile = metadata
+            .as_ref()
+            .is_some_and(|m| m.get(PROFILE_KEY).is_some());
         let known = self.known_on(conn, agent).await?;
-        let mentions = extract(&content, &known);
-        if active {
+        let mut mentions = extract(&content, &known);
+        let rule_count = mentions.len();
+        let mut claims = if profile {
+            Vec::new()
+        } else {
+            extract_facts(&content, &mentions, speaker.as_deref())
+        };
+        let rule_claims = claims.len();
+        // What the model said of this very text, when it was asked: names and
+        // relationships the text bears out, beyond the rules'.
+        if !profile && self.reads_answers(conn).await? {
+            let hash = row.text("content_hash")?;
+            let answer = rows::<D>(
+                conn,
+                &Statement::new(
+                    "SELECT answer FROM entity_model_answers \
+                     WHERE memory_id = $1 AND content_hash = $2 AND outcome = 'ok'",
+                    [Arg::Text(&id.0), Arg::Text(&hash)],
+                ),
+            )
+            .await?;
+            if let Some(named) = answer
+                .first()
+                .map(|row| row.text("answer"))
+                .transpose()?
+                .and_then(|json| serde_json::from_str::<ModelNamed>(&json).ok())
+            {
+                let (more_mentions, more_claims) = ground(&content, &mentions, &claims, &named);
+                mentions.extend(more_mentions);
+                claims.extend(more_claims);
+            }
+        }
+        if active && !profile {
             for stated in stated_aliases(&content, &mentions) {
                 if self
                     .record_stated(conn, agent, &stated, id, occurred_at)
@@ -317,10 +428,7 @@ impl<D: Dialect> EntityProjection<D> {
         }
         let aliases = self.aliases_on(conn, agent).await?;
         let key_of = |key: &str| resolve(key, &aliases).to_string();
-        for (ordinal, claim) in extract_facts(&content, &mentions, speaker.as_deref())
-            .into_iter()
-            .enumerate()
-        {
+        for (ordinal, claim) in claims.into_iter().enumerate() {
             let value_key = if claim.value_is_entity {
                 key_of(&claim.value_key)
             } else {
@@ -342,6 +450,7 @@ impl<D: Dialect> EntityProjection<D> {
                         Arg::Flag(claim.value_is_entity),
                         Arg::Flag(claim.ends),
                         Arg::Time(occurred_at),
+                        Arg::Flag(ordinal >= rule_claims),
                     ],
                 ),
             )
@@ -350,7 +459,7 @@ impl<D: Dialect> EntityProjection<D> {
         if !active {
             return Ok(());
         }
-        for mention in mentions {
+        for (place, mention) in mentions.into_iter().enumerate() {
             let key = key_of(&mention.key);
             let entity = entity_id(agent, &key);
             run::<D>(
@@ -382,6 +491,7 @@ impl<D: Dialect> EntityProjection<D> {
                         Arg::Integer(mention.end as i64),
                         Arg::Time(occurred_at),
                         Arg::Flag(key != mention.key),
+                        Arg::Flag(place >= rule_count),
                     ],
                 ),
             )
@@ -436,15 +546,31 @@ impl<D: Dialect> EntityProjection<D> {
                 for memory in Self::memories_with_keys(conn, &agent, &[alias.as_str()]).await? {
                     self.index_memory(conn, &memory, &agent, false, pass)
                         .await?;
+                    pass.reannounce.push(memory);
                 }
             }
         }
         Ok(())
     }
 
-    /// Finish a pass in its transaction: derive the touched entities again and drop
-    /// those nothing names. Answers the agents that lost entities.
+    /// Finish a pass in its transaction: announce the memories a merge or split read
+    /// again (a no-op update of one projected column, which the outbox trigger records
+    /// with the memory's projected properties), derive the touched entities again and
+    /// drop those nothing names. Answers the agents that lost entities.
     async fn finish(conn: &mut D::Connection, pass: &Pass) -> MemoryResult<Vec<AgentId>> {
+        let mut announced = HashSet::new();
+        for memory in &pass.reannounce {
+            if announced.insert(memory) {
+                run::<D>(
+                    conn,
+                    &Statement::new(
+                        "UPDATE memories SET session_id = session_id WHERE id = $1",
+                        [Arg::Text(&memory.0)],
+                    ),
+                )
+                .await?;
+            }
+        }
         let mut refresh: Vec<&String> = pass.refresh.iter().collect();
         refresh.sort();
         for entity in refresh {
@@ -609,6 +735,12 @@ impl<D: Dialect> Projection for EntityProjection<D> {
             Ok(emptied) => {
                 commit(tx).await?;
                 self.committed(pass, emptied);
+                if let Some(queue) = &self.naming {
+                    queue.push(changes.iter().filter_map(|change| match change {
+                        ProjectedChange::UpsertMemory { id, .. } => Some(id.clone()),
+                        _ => None,
+                    }));
+                }
                 Ok(())
             }
             Err(error) => {
@@ -693,7 +825,7 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         limit: usize,
     ) -> MemoryResult<Vec<EntityMentionRef>> {
         let statement = Statement::new(
-            "SELECT memory_id, surface, start_at, end_at, occurred_at FROM entity_mentions \
+            "SELECT memory_id, surface, start_at, end_at, occurred_at, by_model FROM entity_mentions \
              WHERE agent_id = $1 AND entity_id = $2 ORDER BY occurred_at DESC, memory_id, start_at LIMIT $3",
             [
                 Arg::Text(agent.as_str()),
@@ -709,6 +841,7 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
                     start: row.integer("start_at")?.max(0) as usize,
                     end: row.integer("end_at")?.max(0) as usize,
                     occurred_at: row.time("occurred_at")?,
+                    by_model: row.flag("by_model")?,
                 })
             })
             .await
@@ -829,7 +962,7 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
     ) -> MemoryResult<Vec<String>> {
         let mut conn = self.store.connection().await?;
         let known = self.known_on(&mut conn, agent).await?;
-        let aliases = self.aliases_on(&mut conn, agent).await?;
+        let aliases = self.aliases_on(&mut *conn, agent).await?;
         let mut out: Vec<String> = Vec::new();
         for candidate in candidates {
             // A merged alias stands for the entity it was merged into.
@@ -913,9 +1046,24 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         for memory in Self::memories_with_keys(&mut tx, agent, &[entity.key.as_str()]).await? {
             self.index_memory(&mut tx, &memory, agent, false, &mut pass)
                 .await?;
+            pass.reannounce.push(memory);
         }
         self.close_pass(tx, pass, agent).await?;
         Ok(merge)
+    }
+
+    async fn merges_imported(&self, agent: &AgentId, aliases: &[String]) -> MemoryResult<()> {
+        self.forget_agent(agent);
+        let tx = self.store.write_transaction().await?;
+        let mut pass = Pass::default();
+        pass.merged
+            .extend(aliases.iter().map(|alias| (agent.clone(), alias.clone())));
+        self.close_pass(tx, pass, agent).await
+    }
+
+    async fn aliases(&self, agent: &AgentId) -> MemoryResult<HashMap<String, String>> {
+        let mut conn = self.store.connection().await?;
+        self.aliases_on(&mut *conn, agent).await
     }
 
     async fn merges(&self, agent: &AgentId, key: Option<&str>) -> MemoryResult<Vec<EntityMerge>> {

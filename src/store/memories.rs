@@ -566,7 +566,8 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         // Edges first, so each leaves its own delete in the outbox for the graph
         // projection; last the outbox's upserts not yet projected, which carry the
         // agent's content (the deletes behind them are all a projection needs).
-        let (mut archives, mut attachments, mut upserts, mut mentions) = (0u64, 0u64, 0u64, 0u64);
+        let (mut archives, mut attachments, mut upserts, mut mentions, mut model_answers) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
         for (statement, removed) in [
             (
                 "DELETE FROM associations WHERE agent_id = $1",
@@ -615,6 +616,10 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             (
                 "DELETE FROM entity_merges WHERE agent_id = $1",
                 &mut erased.entity_merges,
+            ),
+            (
+                "DELETE FROM entity_model_answers WHERE agent_id = $1",
+                &mut model_answers,
             ),
             (
                 "DELETE FROM entity_mentions WHERE agent_id = $1",

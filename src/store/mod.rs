@@ -13,6 +13,7 @@ mod keys;
 pub(crate) mod keyword;
 mod kv;
 mod memories;
+pub mod model_entities;
 pub mod postgres;
 mod projects;
 mod rows;
@@ -97,22 +98,40 @@ impl SystemOfRecord {
         }
     }
 
-    /// The entity index in this database, as a projection to keep and as reads.
+    /// The entity index in this database, as a projection to keep and as reads; with
+    /// a `thought` that names entities ([`InnerThought::names_entities`]), also the
+    /// task that asks it about each memory in the background (stop it before closing).
+    ///
+    /// [`InnerThought::names_entities`]: mnemos_actors::thought::InnerThought::names_entities
     pub fn entity_index(
         &self,
+        thought: &Arc<dyn mnemos_actors::thought::InnerThought>,
     ) -> (
         Arc<dyn mnemos_actors::store::Projection>,
         Arc<dyn mnemos_actors::store::entities::EntityIndex>,
+        Option<model_entities::NamingTask>,
     ) {
+        fn build<D: dialect::Dialect>(
+            store: dialect::SqlStore<D>,
+            thought: &Arc<dyn mnemos_actors::thought::InnerThought>,
+        ) -> (
+            Arc<dyn mnemos_actors::store::Projection>,
+            Arc<dyn mnemos_actors::store::entities::EntityIndex>,
+            Option<model_entities::NamingTask>,
+        ) {
+            if !thought.names_entities() {
+                let index = Arc::new(entities::EntityProjection::new(store));
+                return (index.clone(), index, None);
+            }
+            let queue = model_entities::NamingQueue::new();
+            let index =
+                Arc::new(entities::EntityProjection::new(store.clone()).with_naming(queue.clone()));
+            let task = model_entities::start(store, index.clone(), thought.clone(), queue);
+            (index.clone(), index, Some(task))
+        }
         match self {
-            Self::Sqlite(store) => {
-                let index = Arc::new(entities::EntityProjection::new((**store).clone()));
-                (index.clone(), index)
-            }
-            Self::Postgres(store) => {
-                let index = Arc::new(entities::EntityProjection::new((**store).clone()));
-                (index.clone(), index)
-            }
+            Self::Sqlite(store) => build((**store).clone(), thought),
+            Self::Postgres(store) => build((**store).clone(), thought),
         }
     }
 

@@ -73,6 +73,8 @@ pub(crate) async fn counts<D: Dialect>(
         runs: count(&found, "runs")?,
         namespaces: 0,
         kv_entries: 0,
+        // Counted by the contract from the entity index, which keeps them.
+        entity_merges: 0,
     })
 }
 
@@ -515,6 +517,25 @@ pub(crate) async fn import<D: Dialect>(
                     changed += run::<D>(&mut tx, &statement).await?;
                 }
                 outcome(changed)
+            }
+            TransferRecord::EntityMerge(found) => {
+                let merge = &found.merge;
+                let statement = Statement::new(
+                    "INSERT INTO entity_merges (id, agent_id, alias_key, name_key, origin, \
+                     memory_id, created_at, undone_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     ON CONFLICT DO NOTHING",
+                    [
+                        Arg::Text(&merge.id),
+                        Arg::Text(found.agent_id.as_str()),
+                        Arg::Text(&merge.alias),
+                        Arg::Text(&merge.name),
+                        Arg::Text(&merge.origin),
+                        Arg::OptionalText(merge.memory_id.as_ref().map(|m| m.0.as_str())),
+                        Arg::Time(merge.created_at),
+                        Arg::OptionalTime(merge.undone_at),
+                    ],
+                );
+                outcome(run::<D>(&mut tx, &statement).await?)
             }
             TransferRecord::Run(found) => {
                 let statement = Statement::new(

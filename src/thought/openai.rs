@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use mnemos_actors::arbiter::Arbiter;
 use mnemos_actors::model::MemoryType;
 use mnemos_actors::policy::extraction::{self, Candidate, ExtractionKind, Speaker};
+use mnemos_actors::policy::model_entities::{ModelNamed, MODEL_ATTRIBUTES, MODEL_KINDS};
 use mnemos_actors::thought::{
     Abstraction, ClusterDigest, InnerThought, RuleThought, SessionDigest, Thought,
 };
@@ -48,6 +49,8 @@ pub struct OpenAiThought {
     max_tokens: u32,
     /// Sampling temperature.
     temperature: f32,
+    /// Whether the entity index asks this model about every memory.
+    entities: bool,
 }
 
 /// Why a call's answer was not used.
@@ -126,6 +129,7 @@ impl OpenAiThought {
             timeout: Duration::from_millis(settings.timeout_ms),
             max_tokens: settings.max_tokens,
             temperature: settings.temperature,
+            entities: settings.entities,
         }
     }
 
@@ -219,6 +223,75 @@ fn validated(text: &str, field: &str, max_chars: usize) -> Result<String, CallFa
 impl InnerThought for OpenAiThought {
     fn provider_name(&self) -> &'static str {
         "openai"
+    }
+
+    fn names_entities(&self) -> bool {
+        self.entities
+    }
+
+    async fn name_entities(&self, text: &str) -> Thought<Option<ModelNamed>> {
+        let kinds: Vec<&str> = MODEL_KINDS.iter().map(|k| k.as_str()).collect();
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "entities": {
+                    "type": "array",
+                    "maxItems": 20,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": { "type": "string", "minLength": 1, "maxLength": 80 },
+                            "kind": { "type": "string", "enum": kinds }
+                        },
+                        "required": ["name", "kind"],
+                        "additionalProperties": false
+                    }
+                },
+                "relations": {
+                    "type": "array",
+                    "maxItems": 10,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "subject": { "type": "string", "minLength": 1, "maxLength": 80 },
+                            "attribute": { "type": "string", "enum": MODEL_ATTRIBUTES },
+                            "value": { "type": "string", "minLength": 1, "maxLength": 80 },
+                            "ends": { "type": "boolean" }
+                        },
+                        "required": ["subject", "attribute", "value", "ends"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["entities", "relations"],
+            "additionalProperties": false
+        });
+        let answer = self
+            .ask::<ModelNamed>(
+                "name_entities",
+                "You list who and what a short text names: people, organisations, places, products, \
+                 titles of works, and other proper names, each written exactly as in the text. Then the \
+                 relationships the text states between two of those names, with one of the given \
+                 attributes (ends is true when the text says the relationship is over). List only what \
+                 the text says; an empty list is a good answer. Answer with JSON only.",
+                clip_to(text, 4000),
+                schema,
+            )
+            .await;
+        match answer {
+            Ok((value, tokens)) => Thought {
+                value: Some(value),
+                provider: "openai",
+                fallback: None,
+                tokens,
+            },
+            Err(failure) => Thought {
+                value: None,
+                provider: "none",
+                fallback: Some(failure.describe(self.timeout)),
+                tokens: 0,
+            },
+        }
     }
 
     async fn abstract_cluster(&self, cluster: &ClusterDigest) -> Thought<Abstraction> {

@@ -444,6 +444,8 @@ async fn llm_app(url: &str, timeout_ms: u64, max_tokens: u32) -> TestApp {
     settings.inner_thought.model = "smollm2".into();
     settings.inner_thought.timeout_ms = timeout_ms;
     settings.inner_thought.max_tokens = max_tokens;
+    // These tests are about the sleep cycle's calls: the model names no entities here.
+    settings.inner_thought.entities = false;
     spawn_with(settings, Some(temp)).await
 }
 
@@ -590,6 +592,7 @@ async fn the_llm_arbiter_decides_routing_the_rules_are_unsure_about() {
     settings.inner_thought.model = "smollm2".into();
     settings.inner_thought.timeout_ms = 120_000;
     settings.inner_thought.arbiter = true;
+    settings.inner_thought.entities = false;
     let app = spawn_with(settings, Some(temp)).await;
     // No rule matches this text, so the rules are unsure and ask the model.
     let stored = app.remember("arbitrated", "blue lagoon", json!({})).await;

@@ -354,3 +354,87 @@ async fn the_openai_provider_serves_recall_from_a_real_server_and_rides_out_its_
         "{error}"
     );
 }
+
+/// An OpenAI-compatible embedding server that answers every request after `delay`,
+/// with a small vector derived from each input's bytes.
+async fn slow_server(delay: Duration) -> String {
+    let app = axum::Router::new().route(
+        "/v1/embeddings",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| async move {
+            tokio::time::sleep(delay).await;
+            let inputs: Vec<String> = match &body["input"] {
+                Value::String(one) => vec![one.clone()],
+                Value::Array(many) => many
+                    .iter()
+                    .map(|v| v.as_str().unwrap_or_default().to_string())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let data: Vec<Value> = inputs
+                .iter()
+                .enumerate()
+                .map(|(index, text)| {
+                    let mut vector = [0.1f32; 8];
+                    for (i, byte) in text.bytes().enumerate() {
+                        vector[i % 8] += f32::from(byte) / 255.0;
+                    }
+                    json!({"object": "embedding", "index": index, "embedding": vector})
+                })
+                .collect();
+            axum::Json(json!({
+                "object": "list",
+                "data": data,
+                "model": "slow",
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}
+            }))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_embedder_slower_than_the_call_timeout_still_serves_writes_and_recalls() {
+    // Each request takes longer than the actors' call timeout, well within the
+    // embedder's own timeout: the work is slow, not hung, so it must complete.
+    let server = slow_server(Duration::from_millis(2_500)).await;
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.supervisor.call_timeout_ms = 1_000;
+    settings.embedding.provider = "openai".into();
+    settings.embedding.base_url = server;
+    settings.embedding.model = "slow".into();
+    settings.embedding.timeout_ms = 10_000;
+    settings.embedding.max_retries = 1;
+    let app = spawn_with(settings, None).await;
+    let stored = app
+        .remember(
+            "patient",
+            "The kettle in the office kitchen is broken",
+            json!({}),
+        )
+        .await;
+    assert!(stored["memory"]["id"].is_string(), "{stored}");
+    let batch = assert_status(
+        app.post(
+            "/tools/remember_batch",
+            &json!({"agent_id": "patient", "memories": [
+                {"content": "The printer on floor two jams"},
+                {"content": "Invoices are due on the fifth"}
+            ]}),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .await;
+    assert_eq!(
+        batch["results"].as_array().map(Vec::len),
+        Some(2),
+        "{batch}"
+    );
+    let found = app.recall("patient", "kettle broken", json!({})).await;
+    assert!(!found["results"].as_array().unwrap().is_empty(), "{found}");
+    app.stop().await;
+}

@@ -369,6 +369,65 @@ async fn facts_keep_their_validity_windows_and_answer_as_of_a_time() {
     let alice = app.entity("facts", &alice).await;
     assert_eq!(alice["facts"].as_array().unwrap().len(), 3, "{alice}");
 
+    // Recall as of a time answers from what the memories said then: the memory that
+    // stated where Alice lived in March first (superseded or not), nothing said later,
+    // and the facts that held.
+    let then = app
+        .recall(
+            "facts",
+            "Where does Alice live?",
+            json!({"as_of": "2023-03-01", "limit": 3}),
+        )
+        .await;
+    let said: Vec<&str> = then["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["memory"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(said.first(), Some(&"Alice lives in Lisbon."), "{then}");
+    assert!(!said.contains(&"Alice moved to Porto."), "{then}");
+    assert!(!said.contains(&"Alice lives in Madrid."), "{then}");
+    let first = &then["results"][0];
+    assert!(
+        first["matched_by"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("facts")),
+        "{then}"
+    );
+    let held: Vec<(&str, &str)> = then["facts"]
+        .as_array()
+        .expect("facts with as_of")
+        .iter()
+        .map(|f| {
+            (
+                f["attribute"].as_str().unwrap(),
+                f["value"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        held,
+        [("lives_in", "Lisbon"), ("works_at", "Acme Corp")],
+        "{then}"
+    );
+    let today = app
+        .recall("facts", "Where does Alice live?", json!({}))
+        .await;
+    assert!(today.get("facts").is_none(), "{today}");
+    assert_error(
+        app.post(
+            "/tools/recall",
+            &json!({"agent_id": "facts", "query": "Alice", "as_of": "when pigs fly"}),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        Some("as_of"),
+    )
+    .await;
+
     // Refusals name the field; another agent's facts are not there to be found.
     for (query, field) in [
         ("as_of=when%20pigs%20fly", "as_of"),
@@ -582,4 +641,309 @@ async fn aliases_merge_when_a_memory_states_them_and_a_split_is_never_undone() {
         Some("id"),
     )
     .await;
+}
+
+/// The agent's profile memories (tag `profile`).
+async fn profiles(app: &TestApp, agent: &str) -> Vec<Value> {
+    let listed = assert_status(
+        app.get(&format!("/v1/memories?agent_id={agent}&tag=profile"))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    listed["memories"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sleep_cycle_keeps_a_profile_of_each_often_named_entity_true_to_its_facts() {
+    let app = spawn_app().await;
+    let at = |day: &str| json!({ "occurred_at": format!("{day}T09:00:00Z"), "type": "episodic" });
+    for (day, text) in [
+        ("2023-01-10", "Alice lives in Lisbon."),
+        ("2023-01-12", "Alice works at Acme Corp."),
+        ("2023-02-03", "Alice likes jazz."),
+        (
+            "2023-02-20",
+            "On Monday, Alice fixed the boiler in the basement.",
+        ),
+        ("2023-03-02", "Alice and Bob went hiking near Sintra."),
+    ] {
+        app.remember("prof", text, at(day)).await;
+    }
+    let indexed = eventually(Duration::from_secs(15), || async {
+        app.entities("prof", "q=alice").await["entities"][0]["mentions"] == 5
+            && app.facts("prof", "subject=alice").await["facts"]
+                .as_array()
+                .is_some_and(|f| f.len() == 3)
+    })
+    .await;
+    assert!(indexed, "{}", app.entities("prof", "").await);
+    let sleep = || async {
+        assert_status(
+            app.post("/tools/consolidate", &json!({ "agent_id": "prof" }))
+                .await,
+            StatusCode::OK,
+        )
+        .await
+    };
+
+    // Alice is named five times and facts are stated about her: one profile, from
+    // her facts; Bob and Sintra, named once, get none.
+    sleep().await;
+    let written = profiles(&app, "prof").await;
+    assert_eq!(written.len(), 1, "{written:?}");
+    let profile = &written[0];
+    let content = profile["content"].as_str().unwrap();
+    assert!(content.starts_with("Profile of Alice ("), "{content}");
+    for said in [
+        "lives in Lisbon (since 2023-01-10)",
+        "works at Acme Corp (since 2023-01-12)",
+        "likes jazz (since 2023-02-03)",
+    ] {
+        assert!(content.contains(said), "{said}: {content}");
+    }
+    assert_eq!(profile["type"], "semantic");
+    assert_eq!(profile["title"], "Profile: Alice");
+    let id = profile["id"].as_str().unwrap().to_string();
+
+    // Nothing changed: the next run leaves it as it is.
+    sleep().await;
+    let again = profiles(&app, "prof").await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0]["version"], profile["version"], "{again:?}");
+
+    // Alice moves: the profile is rewritten (the old text stays in its history) and
+    // adds no claim of its own to her facts.
+    app.remember("prof", "Alice moved to Porto.", at("2023-06-01"))
+        .await;
+    let moved = eventually(Duration::from_secs(15), || async {
+        app.facts("prof", "subject=alice&attribute=lives_in").await["facts"]
+            .as_array()
+            .is_some_and(|f| f.len() == 2)
+    })
+    .await;
+    assert!(moved, "{}", app.facts("prof", "subject=alice").await);
+    sleep().await;
+    let refreshed = profiles(&app, "prof").await;
+    assert_eq!(refreshed.len(), 1, "{refreshed:?}");
+    assert_eq!(refreshed[0]["id"], id.as_str());
+    let content = refreshed[0]["content"].as_str().unwrap();
+    assert!(
+        content.contains(
+            "lives in Porto (since 2023-06-01); before: Lisbon (2023-01-10 to 2023-06-01)"
+        ),
+        "{content}"
+    );
+    let history = assert_status(
+        app.get(&format!("/v1/memories/{id}/history?agent_id=prof"))
+            .await,
+        StatusCode::OK,
+    )
+    .await;
+    let reasons: Vec<&str> = history["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"refresh_profile"), "{history}");
+    let facts = app.facts("prof", "subject=alice").await;
+    assert_eq!(facts["facts"].as_array().unwrap().len(), 4, "{facts}");
+
+    // Recall finds the profile when the question names her.
+    let answer = app
+        .recall("prof", "What do we know about Alice?", json!({}))
+        .await;
+    assert!(
+        answer["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["memory"]["id"] == id.as_str()),
+        "{answer}"
+    );
+}
+
+/// The sum of the samples of counter `name` in `/metrics` whose labels hold `label`.
+async fn counter(app: &TestApp, name: &str, label: &str) -> f64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with(name) && line.contains(label))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Every mention of every entity of `agent`: (surface, source, memory content, start, end).
+async fn all_mentions(app: &TestApp, agent: &str) -> Vec<(String, String, String, usize, usize)> {
+    let listed = app.entities(agent, "limit=200").await;
+    let mut out = Vec::new();
+    for entity in listed["entities"].as_array().unwrap() {
+        let detail = app.entity(agent, entity["id"].as_str().unwrap()).await;
+        for mention in detail["memories"].as_array().unwrap() {
+            out.push((
+                mention["surface"].as_str().unwrap().to_string(),
+                mention["source"].as_str().unwrap().to_string(),
+                mention["memory"]["content"].as_str().unwrap().to_string(),
+                mention["start"].as_u64().unwrap() as usize,
+                mention["end"].as_u64().unwrap() as usize,
+            ));
+        }
+    }
+    out
+}
+
+/// A server that accepts connections and never answers.
+async fn silent_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_never_answers_delays_no_write_and_the_rules_entities_stand() {
+    let address = silent_server().await;
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.inner_thought.provider = "openai".into();
+    settings.inner_thought.base_url = format!("http://{address}/v1");
+    settings.inner_thought.model = "silent".into();
+    settings.inner_thought.timeout_ms = 4_000;
+    let app = spawn_with(settings, Some(temp)).await;
+    // The model is asked after the write is durable: two writes are acknowledged long
+    // before one model call could time out.
+    let started = std::time::Instant::now();
+    app.remember(
+        "quiet",
+        "Omar grew up in Cairo and studied in London.",
+        json!({}),
+    )
+    .await;
+    app.remember("quiet", "Omar joined Initech in 2021.", json!({}))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "a write waited for the model: {:?}",
+        started.elapsed()
+    );
+    entities_named(&app, "quiet", &["Omar", "Cairo", "London", "Initech"]).await;
+    let timed_out = eventually(Duration::from_secs(30), || async {
+        counter(&app, "mnemos_entity_naming_total", "outcome=\"timeout\"").await >= 2.0
+    })
+    .await;
+    assert!(
+        timed_out,
+        "{}",
+        app.get("/metrics").await.text().await.unwrap()
+    );
+    // The rules' entities stand, and only theirs.
+    let mentions = all_mentions(&app, "quiet").await;
+    assert!(mentions.len() >= 5, "{mentions:?}");
+    assert!(mentions.iter().all(|m| m.1 == "rules"), "{mentions:?}");
+    let facts = app.facts("quiet", "subject=omar").await;
+    assert!(
+        facts["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["attribute"] == "works_at" && f["value"] == "Initech"),
+        "{facts}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_llm_names_entities_in_the_background_checked_against_the_text() {
+    let test = "a_real_llm_names_entities_in_the_background_checked_against_the_text";
+    let Some(url) = llm_url(test) else {
+        return;
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let mut settings = test_settings(temp.path());
+    settings.inner_thought.provider = "openai".into();
+    settings.inner_thought.base_url = url;
+    settings.inner_thought.model = "smollm2".into();
+    settings.inner_thought.timeout_ms = 120_000;
+    settings.inner_thought.max_tokens = 200;
+    settings.inner_thought.temperature = 0.0;
+    let app = spawn_with(settings.clone(), None).await;
+    // Lower-case names the rules cannot tell from words.
+    let texts = [
+        "tom from accounting joined the hiking club in grenoble.",
+        "we moved the billing service from heroku to fly.io.",
+    ];
+    for text in texts {
+        app.remember("named", text, json!({})).await;
+    }
+    let asked = eventually(Duration::from_secs(240), || async {
+        counter(&app, "mnemos_entity_naming_total", "outcome=").await >= texts.len() as f64
+    })
+    .await;
+    assert!(asked, "{}", app.get("/metrics").await.text().await.unwrap());
+    assert!(
+        counter(&app, "mnemos_entity_naming_total", "outcome=\"ok\"").await >= 1.0,
+        "{}",
+        app.get("/metrics").await.text().await.unwrap()
+    );
+    // Whatever the model said, the index holds only words of the memories, at their
+    // place; and it found names the rules did not.
+    let named = eventually(Duration::from_secs(15), || async {
+        all_mentions(&app, "named")
+            .await
+            .iter()
+            .any(|m| m.1 == "model")
+    })
+    .await;
+    let mentions = all_mentions(&app, "named").await;
+    assert!(
+        named,
+        "the model named nothing the rules missed: {mentions:?}"
+    );
+    for (surface, _, content, start, end) in &mentions {
+        assert_eq!(&content[*start..*end], surface, "{mentions:?}");
+    }
+    let by_model = |mentions: &[(String, String, String, usize, usize)]| {
+        let mut found: Vec<(String, usize)> = mentions
+            .iter()
+            .filter(|m| m.1 == "model")
+            .map(|m| (m.0.clone(), m.3))
+            .collect();
+        found.sort();
+        found
+    };
+    let before = by_model(&mentions);
+    app.stop().await;
+
+    // A rebuild without the model keeps what it said: its answers are stored.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mnemos"))
+        .args(["--json", "reindex", "--projection", "entities"])
+        .env("MNEMOS__DATA_DIR", temp.path())
+        .env("MNEMOS__COGNITION__ENABLED", "false")
+        .envs(backend_env(temp.path()))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut offline = settings;
+    offline.inner_thought.provider = "none".into();
+    let app = spawn_with(offline, Some(temp)).await;
+    let rebuilt = eventually(Duration::from_secs(15), || async {
+        by_model(&all_mentions(&app, "named").await) == before
+    })
+    .await;
+    assert!(
+        rebuilt,
+        "{before:?} != {:?}",
+        by_model(&all_mentions(&app, "named").await)
+    );
+    app.stop().await;
 }

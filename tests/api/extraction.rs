@@ -123,6 +123,7 @@ async fn the_write_budget_caps_the_memories_of_one_turn() {
     let temp = tempfile::tempdir().expect("temp dir");
     let mut settings = test_settings(temp.path());
     settings.extraction.max_memories_per_turn = 2;
+    settings.inner_thought.entities = false;
     let app = spawn_with(settings, Some(temp)).await;
     let stored = extract(
         &app,

@@ -380,11 +380,20 @@ async fn a_falkordb_outage_keeps_writes_and_the_projection_converges_after_recov
 /// Entities, mentions and relationships the graph should hold for `texts` of `agent`
 /// (each an active memory): what `named_in` gives each, entities counted once.
 fn expected_entities(agent: &str, texts: &[&str]) -> (i64, i64, i64) {
+    expected_with_aliases(agent, texts, &Default::default())
+}
+
+/// [`expected_entities`] with the merged `aliases` (alias key → key) applied.
+fn expected_with_aliases(
+    agent: &str,
+    texts: &[&str],
+    aliases: &std::collections::HashMap<String, String>,
+) -> (i64, i64, i64) {
     let mut entities = std::collections::HashSet::new();
     let (mut mentions, mut relations) = (0, 0);
     for text in texts {
         let memory = mnemos_actors::testing::memory_fixture(agent, text, chrono::Utc::now());
-        let named = mnemos_actors::store::entities::named_in(&memory);
+        let named = mnemos_actors::store::entities::named_in(&memory, aliases);
         mentions += named.entities.len() as i64;
         relations += named.relations.len() as i64;
         entities.extend(named.entities.into_iter().map(|e| e.id));
@@ -461,6 +470,51 @@ async fn entities_and_their_relationships_reach_falkordb_and_are_rebuilt_after_i
     assert!(
         reached(expected).await,
         "after the rebuild the graph holds {:?}, expected {expected:?}",
+        counts().await
+    );
+
+    // A merge reaches the graph: the alias's node goes, its mentions are the entity's;
+    // a split brings it back.
+    let id_of = |name: &'static str| {
+        let app = &app;
+        async move {
+            app.entities("ent", &format!("q={}", name.to_lowercase()))
+                .await["entities"][0]["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let (berlin, lisbon) = (id_of("Berlin").await, id_of("Lisbon").await);
+    assert_status(
+        app.post(
+            &format!("/v1/entities/{berlin}/merge"),
+            &json!({"agent_id": "ent", "into": lisbon}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    let aliases = [("berlin".to_string(), "lisbon".to_string())].into();
+    let merged = expected_with_aliases("ent", &[texts[0], texts[2]], &aliases);
+    assert_eq!(merged.0, expected.0 - 1, "{merged:?} {expected:?}");
+    assert!(
+        reached(merged).await,
+        "after the merge the graph holds {:?}, expected {merged:?}",
+        counts().await
+    );
+    assert_status(
+        app.post(
+            &format!("/v1/entities/{lisbon}/split"),
+            &json!({"agent_id": "ent", "alias": "berlin"}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(
+        reached(expected).await,
+        "after the split the graph holds {:?}, expected {expected:?}",
         counts().await
     );
 

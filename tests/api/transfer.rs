@@ -57,6 +57,45 @@ async fn rich_data_set(app: &TestApp, agent: &str) {
         let patched = assert_status(patched, StatusCode::OK).await;
         assert_eq!(patched["version"], n + 2);
     }
+    // Entity merges travel too: one stated by a memory, one made by a person and undone.
+    app.remember(agent, "Melanie (Mel) paints landscapes.", json!({}))
+        .await;
+    app.remember(agent, "Later, Robert and Bob fixed the sink.", json!({}))
+        .await;
+    let entity = |name: &'static str| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let found = app
+                .entities(agent, &format!("q={}", name.to_lowercase()))
+                .await;
+            if let Some(id) = found["entities"][0]["id"].as_str() {
+                return id.to_string();
+            }
+            assert!(std::time::Instant::now() < deadline, "no entity {name}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let (robert, bob) = (entity("Robert").await, entity("Bob").await);
+    for (path, body) in [
+        (
+            format!("/v1/entities/{bob}/merge"),
+            json!({"agent_id": agent, "into": robert}),
+        ),
+        (
+            format!("/v1/entities/{robert}/split"),
+            json!({"agent_id": agent, "alias": "bob"}),
+        ),
+    ] {
+        assert_status(app.post(&path, &body).await, StatusCode::OK).await;
+    }
+    let melanie = entity("Melanie").await;
+    let stated = crate::helpers::eventually(std::time::Duration::from_secs(15), || async {
+        app.entity(agent, &melanie).await["merges"]
+            .as_array()
+            .is_some_and(|m| m.len() == 1)
+    })
+    .await;
+    assert!(stated, "{}", app.entity(agent, &melanie).await);
     app.remember(agent, "I live in Paris", json!({"type": "semantic"}))
         .await;
     let tokyo = app
@@ -232,6 +271,28 @@ async fn an_export_imported_elsewhere_exports_the_same_and_a_second_import_chang
     );
     let again = target.export("tenant=default&with_embeddings=true").await;
     assert_eq!(comparable(&again), comparable(&exported));
+    assert_eq!(count(&exported, "entity_merge"), 2, "{exported}");
+    // The merges answer as they did: Mel is Melanie's, Bob is his own again.
+    let mel = target.entities("alice", "q=mel").await;
+    let melanie = mel["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "Melanie")
+        .unwrap_or_else(|| panic!("{mel}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let detail = target.entity("alice", &melanie).await;
+    let merges: Vec<(&str, &str)> = detail["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["alias"].as_str().unwrap(), m["origin"].as_str().unwrap()))
+        .collect();
+    assert_eq!(merges, [("mel", "stated")], "{detail}");
+    let bob = target.entities("alice", "q=bob").await;
+    assert_eq!(bob["entities"][0]["name"], "Bob", "{bob}");
 
     // What was imported answers as it did at the source: recall, history, sessions, KV.
     let recalled = target.recall("alice", "staging port", json!({})).await;

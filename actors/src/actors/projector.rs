@@ -14,6 +14,7 @@
 //! Then the outbox is trimmed through the smallest applied sequence number (through
 //! the head when no projection is configured).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,6 +98,9 @@ pub trait ProjectionSource: Send + Sync {
     async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>>;
     /// The memories with these ids that exist (for projections that keep entities).
     async fn memories_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
+    /// The agent's merged entity aliases (alias key → key), for projections that keep
+    /// entities; none without an entity index.
+    async fn aliases_of(&self, agent: &AgentId) -> MemoryResult<HashMap<String, String>>;
 }
 
 /// The service's [`ProjectionSource`]: the actors that own the system of record and the graph.
@@ -106,10 +110,18 @@ pub struct ActorSource {
     pub episodic: EpisodicHandle,
     /// Owner of the edges.
     pub graph: GraphHandle,
+    /// The entity index (its merges), when there is one.
+    pub entities: Option<Arc<dyn crate::store::entities::EntityIndex>>,
 }
 
 #[async_trait]
 impl ProjectionSource for ActorSource {
+    async fn aliases_of(&self, agent: &AgentId) -> MemoryResult<HashMap<String, String>> {
+        match &self.entities {
+            Some(index) => index.aliases(agent).await,
+            None => Ok(HashMap::new()),
+        }
+    }
     async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
         self.episodic.outbox_bounds().await
     }
@@ -187,18 +199,31 @@ async fn with_named(
     if ids.is_empty() {
         return Ok(changes);
     }
-    let memories: std::collections::HashMap<MemoryId, Memory> = source
+    let memories: HashMap<MemoryId, Memory> = source
         .memories_of(&ids)
         .await?
         .into_iter()
         .map(|m| (m.id.clone(), m))
         .collect();
+    let mut aliases: HashMap<AgentId, HashMap<String, String>> = HashMap::new();
+    for memory in memories.values() {
+        if !aliases.contains_key(&memory.agent_id) {
+            let of_agent = source.aliases_of(&memory.agent_id).await?;
+            aliases.insert(memory.agent_id.clone(), of_agent);
+        }
+    }
+    let none = HashMap::new();
     for change in &mut changes {
         if let ProjectedChange::UpsertMemory { id, named, .. } = change {
             *named = Some(
                 memories
                     .get(id)
-                    .map(crate::store::entities::named_in)
+                    .map(|m| {
+                        crate::store::entities::named_in(
+                            m,
+                            aliases.get(&m.agent_id).unwrap_or(&none),
+                        )
+                    })
                     .unwrap_or_default(),
             );
         }
@@ -403,6 +428,11 @@ pub async fn rebuild(
     projection.reset().await?;
     for agent in source.agents().await? {
         let memories = source.agent_memories(&agent).await?;
+        let aliases = if projection.holds_entities() {
+            source.aliases_of(&agent).await?
+        } else {
+            HashMap::new()
+        };
         for chunk in memories.chunks(batch.max(1)) {
             let changes: Vec<ProjectedChange> = chunk
                 .iter()
@@ -410,7 +440,7 @@ pub async fn rebuild(
                     let mut change = memory_change(memory);
                     if projection.holds_entities() {
                         if let ProjectedChange::UpsertMemory { named, .. } = &mut change {
-                            *named = Some(crate::store::entities::named_in(memory));
+                            *named = Some(crate::store::entities::named_in(memory, &aliases));
                         }
                     }
                     change

@@ -537,6 +537,11 @@ pub struct VectorsHandle {
     /// Time allowed per text on top of the call timeout before an embedding is given up
     /// (a guard against a hung embedder; real work is never cut short by a fixed bound).
     pub(crate) time_per_text: std::time::Duration,
+    /// A remote embedder's worst case for one request (see `EmbedSettings`), allowed
+    /// per `request_texts` texts on top of the rest.
+    pub(crate) request_allowance: std::time::Duration,
+    /// Texts per request of a remote embedder.
+    pub(crate) request_texts: usize,
 }
 
 impl VectorsHandle {
@@ -562,7 +567,8 @@ impl VectorsHandle {
             .await
     }
     /// Embed texts (on blocking threads), in order. Waits as long as the work takes:
-    /// the call timeout plus `time_per_text` for each text.
+    /// the call timeout plus `time_per_text` for each text, plus a remote embedder's
+    /// worst case for each of its requests.
     pub async fn embed(&self, texts: &[String]) -> MemoryResult<Vec<Vec<f32>>> {
         self.embed_as(texts, false).await
     }
@@ -572,7 +578,11 @@ impl VectorsHandle {
     }
     async fn embed_as(&self, texts: &[String], query: bool) -> MemoryResult<Vec<Vec<f32>>> {
         let count = u32::try_from(texts.len()).unwrap_or(u32::MAX);
-        let allowance = self.caller.call_timeout() + self.time_per_text.saturating_mul(count);
+        let requests =
+            u32::try_from(texts.len().div_ceil(self.request_texts.max(1))).unwrap_or(u32::MAX);
+        let allowance = self.caller.call_timeout()
+            + self.time_per_text.saturating_mul(count)
+            + self.request_allowance.saturating_mul(requests);
         self.caller
             .ask_within(Some(allowance), |reply| VectorsMsg::Embed {
                 texts: texts.to_vec(),

@@ -72,6 +72,47 @@ fn is_nickname(alias: &str, name: &str) -> bool {
     rest_name.starts_with(&rest_alias)
 }
 
+/// Why two entity keys of one agent may name the same one, when their forms say so:
+/// one is a short form of the other ("mel" / "melanie", "bob" / "robert", "acme" /
+/// "acme corporation"), one is a word of the other ("smith" / "john smith"), or the
+/// same words with initials ("j. smith" / "john smith"). None when nothing does. Only
+/// a hint: the entity's contexts must agree too before anyone is asked to merge.
+pub fn may_name_the_same(a: &str, b: &str) -> Option<&'static str> {
+    if a == b || a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if short_form_of(short, long) {
+        return Some("short form");
+    }
+    let words = |key: &str| -> Vec<String> {
+        key.split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_string())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let (short_words, long_words) = (words(short), words(long));
+    if short_words.len() == 1
+        && long_words.len() > 1
+        && short_words[0].chars().count() >= 3
+        && long_words.contains(&short_words[0])
+    {
+        return Some("a word of the name");
+    }
+    let initial_of =
+        |w: &str, full: &str| w.chars().count() == 1 && full.starts_with(w) || w == full;
+    if short_words.len() == long_words.len()
+        && short_words.len() > 1
+        && short_words
+            .iter()
+            .zip(&long_words)
+            .all(|(s, l)| initial_of(s, l) || initial_of(l, s))
+    {
+        return Some("initials");
+    }
+    None
+}
+
 /// The aliases `text` states between two of its `mentions`.
 pub fn stated_aliases(text: &str, mentions: &[EntityMention]) -> Vec<StatedAlias> {
     let mut out = Vec::new();
@@ -130,6 +171,24 @@ pub fn resolve<'a>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn names_whose_forms_say_they_may_be_one() {
+        for (a, b, why) in [
+            ("mel", "melanie", Some("short form")),
+            ("melanie", "mel", Some("short form")),
+            ("bob", "robert", Some("short form")),
+            ("acme", "acme corporation", Some("short form")),
+            ("smith", "john smith", Some("a word of the name")),
+            ("j. smith", "john smith", Some("initials")),
+            ("john smith", "jane smith", None),
+            ("lisbon", "london", None),
+            ("al", "alice smith", Some("short form")),
+            ("melanie", "melanie", None),
+        ] {
+            assert_eq!(may_name_the_same(a, b), why, "{a} / {b}");
+        }
+    }
+
     use super::*;
     use crate::policy::entities::extract;
     use std::collections::{HashMap, HashSet};

@@ -22,6 +22,9 @@ pub enum Retriever {
     Feedback,
     /// Memories naming an entity the question names (the entity index), across sessions.
     Entity,
+    /// Memories stating a fact about an entity the question names that held at the
+    /// request's `as_of` (recall as of a time), superseded ones included.
+    Facts,
 }
 
 impl Retriever {
@@ -35,6 +38,7 @@ impl Retriever {
             Retriever::Working => "working",
             Retriever::Feedback => "feedback",
             Retriever::Entity => "entity",
+            Retriever::Facts => "facts",
         }
     }
 }

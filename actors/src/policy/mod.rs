@@ -14,6 +14,8 @@ pub mod facts;
 pub mod forget;
 pub mod fusion;
 pub mod lru;
+pub mod model_entities;
+pub mod profiles;
 pub mod recall;
 pub mod reembed;
 pub mod retention;

@@ -131,7 +131,8 @@ pub fn fetch_depth(limit: usize, filtered: bool) -> usize {
 
 /// The best possible fused score (a perfect match of every main retriever), which puts
 /// relevance on 0..1: the weights of the vector, keyword and (when the request names a
-/// period) time retrievers. Graph, working, feedback and entity scores are extras on top.
+/// period) time retrievers. Graph, working, feedback, entity and facts scores are extras
+/// on top.
 pub fn best_fused_score(lists: &[RankedList], has_time_window: bool) -> f64 {
     lists
         .iter()
@@ -139,13 +140,22 @@ pub fn best_fused_score(lists: &[RankedList], has_time_window: bool) -> f64 {
         .filter(|l| {
             !matches!(
                 l.retriever,
-                Retriever::Graph | Retriever::Working | Retriever::Feedback | Retriever::Entity
+                Retriever::Graph
+                    | Retriever::Working
+                    | Retriever::Feedback
+                    | Retriever::Entity
+                    | Retriever::Facts
             )
         })
         .map(|l| l.weight)
         .sum::<f64>()
         .max(f64::EPSILON)
 }
+
+/// The weight of the facts retriever (recall as of a time): a memory stating a fact
+/// that held then about what the question names counts as much as a perfect vector
+/// match, so what was true at the time comes before what was said about it later.
+pub const HELD_FACT_WEIGHT: f64 = 1.0;
 
 /// Who asks and what they asked for: decides which candidates they may see.
 #[derive(Debug, Clone, Copy)]
@@ -164,6 +174,12 @@ pub struct Audience<'a> {
     pub tags: &'a [String],
     /// Only memories that occurred in this range.
     pub time_range: Option<TimeRange>,
+    /// Recall as of this instant or period: only memories that had happened by its end,
+    /// and memories no longer active are seen when they are in `history`.
+    pub as_of: Option<TimeRange>,
+    /// Superseded or stale memories that stated a fact holding at `as_of` (what the
+    /// memories said then): admitted although no longer active.
+    pub history: &'a HashSet<MemoryId>,
 }
 
 impl Audience<'_> {
@@ -176,7 +192,8 @@ impl Audience<'_> {
 
     /// The memory may be returned: visible to this agent (its own, or shared when shared
     /// memories are wanted; an isolated project's memories only inside that project) and
-    /// active and matching the type, tag and time filters. `isolated` holds the isolated
+    /// active (or, as of a time, in `history`) and matching the type, tag and time
+    /// filters, and happened by `as_of`'s end. `isolated` holds the isolated
     /// (owner, project) pairs among the candidates.
     pub fn admits(&self, memory: &Memory, isolated: &HashSet<(AgentId, ProjectId)>) -> bool {
         let walled_off = !self.in_project(memory)
@@ -190,7 +207,16 @@ impl Audience<'_> {
                 || (self.include_shared
                     && memory.shared
                     && memory.agent_id.same_tenant(self.agent)));
-        let wanted = memory.status == MemoryStatus::Active
+        let current = memory.status == MemoryStatus::Active
+            || (self.as_of.is_some()
+                && matches!(
+                    memory.status,
+                    MemoryStatus::Superseded | MemoryStatus::Stale
+                )
+                && self.history.contains(&memory.id));
+        let happened = self.as_of.is_none_or(|at| memory.occurred_at < at.end);
+        let wanted = current
+            && happened
             && (self.types.is_empty() || self.types.contains(&memory.memory_type))
             && (self.tags.is_empty() || memory.tags.iter().any(|t| self.tags.contains(t)))
             && self
@@ -395,6 +421,8 @@ mod tests {
             types: &[],
             tags: &[],
             time_range: None,
+            as_of: None,
+            history: &HashSet::new(),
         };
         assert!(!outside.admits(&secret, &isolated));
         let inside = Audience {
@@ -427,5 +455,49 @@ mod tests {
         let mut archived = memory_fixture("alice", "gone", chrono::Utc::now());
         archived.status = MemoryStatus::Archived;
         assert!(!outside.admits(&archived, &isolated));
+    }
+
+    #[test]
+    fn as_of_a_time_sees_what_had_happened_and_the_history_that_held_then() {
+        let alice = AgentId::parse("alice").unwrap();
+        let march = chrono::DateTime::parse_from_rfc3339("2023-03-15T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let day = chrono::Duration::days(1);
+        let mut lisbon = memory_fixture("alice", "Alice lives in Lisbon", march - day * 60);
+        lisbon.status = MemoryStatus::Superseded;
+        let berlin = memory_fixture("alice", "Alice moved to Berlin", march + day * 60);
+        let mut porto = memory_fixture("alice", "Alice lived in Porto", march - day * 900);
+        porto.status = MemoryStatus::Superseded;
+        let history: HashSet<MemoryId> = [lisbon.id.clone()].into();
+        let now = Audience {
+            agent: &alice,
+            include_shared: true,
+            project: None,
+            session: None,
+            types: &[],
+            tags: &[],
+            time_range: None,
+            as_of: None,
+            history: &history,
+        };
+        assert!(!now.admits(&lisbon, &HashSet::new()), "superseded today");
+        assert!(now.admits(&berlin, &HashSet::new()));
+        let then = Audience {
+            as_of: Some(TimeRange {
+                start: march,
+                end: march + chrono::Duration::microseconds(1),
+            }),
+            ..now
+        };
+        assert!(then.admits(&lisbon, &HashSet::new()), "it held in March");
+        assert!(!then.admits(&berlin, &HashSet::new()), "not yet said");
+        assert!(!then.admits(&porto, &HashSet::new()), "no longer held");
+        let mut archived = lisbon.clone();
+        archived.status = MemoryStatus::Archived;
+        assert!(
+            !then.admits(&archived, &HashSet::new()),
+            "forgotten is gone"
+        );
     }
 }

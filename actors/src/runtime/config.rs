@@ -138,6 +138,9 @@ pub struct SleepSettings {
     pub purge_after_days: i64,
     /// Hours without activity after which a session is archived.
     pub idle_hours: i64,
+    /// Memories an entity must be named in before the sleep cycle writes its profile
+    /// (a semantic memory of its facts, refreshed when they change; 0: no profiles).
+    pub profile_min_mentions: u64,
     /// How long a claim on a scheduled firing lasts without renewal.
     pub lease_ttl: chrono::Duration,
     /// This process's lease holder id.
@@ -151,6 +154,7 @@ impl Default for SleepSettings {
             clustering: ClusterParams::default(),
             purge_after_days: 30,
             idle_hours: 24,
+            profile_min_mentions: 5,
             lease_ttl: chrono::Duration::minutes(10),
             holder: format!(
                 "pid{}-{}",
@@ -173,6 +177,13 @@ pub struct EmbedSettings {
     /// How long small requests wait for others to be embedded with them, for an
     /// embedder whose batches pay (zero: never).
     pub micro_batch: Duration,
+    /// The longest one request of a remote embedder may take (its timeout times its
+    /// attempts, plus the backoff between them), allowed again for every
+    /// `request_texts` texts: a slow server's work completes instead of timing out
+    /// into a 503. Zero for embedders in the process.
+    pub request_allowance: Duration,
+    /// Texts per request of a remote embedder.
+    pub request_texts: usize,
 }
 
 impl Default for EmbedSettings {
@@ -182,6 +193,8 @@ impl Default for EmbedSettings {
             max_queued_texts: 8192,
             time_per_text: Duration::from_millis(250),
             micro_batch: Duration::from_millis(2),
+            request_allowance: Duration::ZERO,
+            request_texts: 1,
         }
     }
 }

@@ -28,7 +28,29 @@ pub struct EntityDetail {
     pub referenced_by: Vec<Fact>,
     /// Merges into it or of it, oldest first (undone ones included).
     pub merges: Vec<EntityMerge>,
+    /// Other entities that may be the same one: their names' forms say so
+    /// ([`crate::policy::aliases::may_name_the_same`]), with how alike the memories
+    /// naming each are (cosine of their mean embeddings), most alike first. A person
+    /// confirms with a merge; nothing is merged by this.
+    pub possibly_same: Vec<SameCandidate>,
 }
+
+/// An entity that may be another one.
+#[derive(Debug, Clone)]
+pub struct SameCandidate {
+    /// The other entity.
+    pub entity: Entity,
+    /// Why its name may be the same one's.
+    pub reason: &'static str,
+    /// Cosine of the mean embeddings of the memories naming each (up to 20 each).
+    pub similarity: f64,
+}
+
+/// Most candidates of one entity.
+const MAX_CANDIDATES: usize = 10;
+
+/// Memories per entity whose embeddings make its context.
+const CONTEXT_MEMORIES: usize = 20;
 
 /// The entity index, or why there is none.
 fn index(rt: &Runtime) -> MemoryResult<&dyn EntityIndex> {
@@ -83,6 +105,7 @@ pub(super) async fn entity(
     let facts = facts(rt, agent, Some(&entity.key), None, None).await?;
     let referenced_by = referenced_by(index, agent, &entity.key).await?;
     let merges = index.merges(agent, Some(&entity.key)).await?;
+    let possibly_same = possibly_same(rt, index, agent, &entity).await?;
     Ok(EntityDetail {
         entity,
         mentions,
@@ -90,7 +113,112 @@ pub(super) async fn entity(
         facts,
         referenced_by,
         merges,
+        possibly_same,
     })
+}
+
+/// The mean of the stored embeddings of the memories naming entity `id` (normalised;
+/// None when none has one).
+async fn context_of(
+    rt: &Runtime,
+    index: &dyn EntityIndex,
+    agent: &AgentId,
+    id: &str,
+) -> MemoryResult<Option<Vec<f32>>> {
+    let ids: Vec<_> = index
+        .mentions(agent, id, CONTEXT_MEMORIES * 2)
+        .await?
+        .into_iter()
+        .map(|m| m.memory_id)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .take(CONTEXT_MEMORIES)
+        .collect();
+    let vectors = rt.actors().episodic.embeddings_of(&ids).await?;
+    let Some(dimension) = vectors.first().map(|(_, v)| v.len()) else {
+        return Ok(None);
+    };
+    let mut mean = vec![0.0f32; dimension];
+    for (_, vector) in vectors.iter().filter(|(_, v)| v.len() == dimension) {
+        for (sum, x) in mean.iter_mut().zip(vector) {
+            *sum += x;
+        }
+    }
+    crate::embedding::l2_normalize(&mut mean);
+    Ok(Some(mean))
+}
+
+/// The agent's entities whose names may be `entity`'s (found by searching the index
+/// for the first letters of each of its words), with how alike their contexts are.
+async fn possibly_same(
+    rt: &Runtime,
+    index: &dyn EntityIndex,
+    agent: &AgentId,
+    entity: &Entity,
+) -> MemoryResult<Vec<SameCandidate>> {
+    use crate::policy::entities::EntityKind;
+    let mut probes: Vec<String> = entity
+        .key
+        .split_whitespace()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric())
+                .take(3)
+                .collect::<String>()
+        })
+        .filter(|w| w.chars().count() >= 2)
+        .collect();
+    probes.sort();
+    probes.dedup();
+    let specific = |kind: EntityKind| !matches!(kind, EntityKind::Name);
+    let mut found: Vec<(Entity, &'static str)> = Vec::new();
+    for probe in probes.into_iter().take(4) {
+        let page = index
+            .entities(&crate::store::entities::EntityQuery {
+                agent_id: Some(agent.clone()),
+                search: Some(probe),
+                kind: None,
+                after_key: None,
+                limit: 200,
+            })
+            .await?;
+        for other in page {
+            let kinds_agree =
+                other.kind == entity.kind || !specific(other.kind) || !specific(entity.kind);
+            if other.id == entity.id || !kinds_agree || found.iter().any(|(e, _)| e.id == other.id)
+            {
+                continue;
+            }
+            if let Some(reason) = crate::policy::aliases::may_name_the_same(&entity.key, &other.key)
+            {
+                found.push((other, reason));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let own = context_of(rt, index, agent, &entity.id).await?;
+    let mut out = Vec::new();
+    for (other, reason) in found.into_iter().take(MAX_CANDIDATES * 2) {
+        let theirs = context_of(rt, index, agent, &other.id).await?;
+        let similarity = match (&own, &theirs) {
+            (Some(a), Some(b)) => f64::from(crate::embedding::dot(a, b)),
+            _ => 0.0,
+        };
+        out.push(SameCandidate {
+            entity: other,
+            reason,
+            similarity,
+        });
+    }
+    out.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then_with(|| a.entity.key.cmp(&b.entity.key))
+    });
+    out.truncate(MAX_CANDIDATES);
+    Ok(out)
 }
 
 /// Merge entity `id` of `agent` into entity `into` (see [`EntityIndex::merge`]).

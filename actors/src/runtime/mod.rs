@@ -52,7 +52,7 @@ pub use config::{
     CognitionSettings, EmbedSettings, Limits, RecallSettings, RuntimeConfig, RuntimeParts,
     SleepSettings,
 };
-pub use entities::EntityDetail;
+pub use entities::{EntityDetail, SameCandidate};
 pub use erase::EraseReport;
 pub use graph::{ActivatedMemory, AssociationOf, Neighbourhood};
 pub use health::RuntimeHealth;
@@ -196,6 +196,8 @@ impl Runtime {
                 caller: Caller::new(directory.clone(), ChildKind::Vectors, timeout),
                 gate: Default::default(),
                 time_per_text: config.embedding.time_per_text,
+                request_allowance: config.embedding.request_allowance,
+                request_texts: config.embedding.request_texts.max(1),
             },
             graph: GraphHandle(Caller::new(directory.clone(), ChildKind::Graph, timeout)),
             working: WorkingHandle(Caller::new(directory.clone(), ChildKind::Working, timeout)),
@@ -523,6 +525,22 @@ impl Runtime {
         alias: &str,
     ) -> MemoryResult<crate::store::entities::EntityMerge> {
         entities::split(self, agent, id, alias).await
+    }
+
+    /// Whether this runtime keeps an entity index (SQL stores do, the in-memory one not).
+    pub fn keeps_entities(&self) -> bool {
+        self.inner.entities.is_some()
+    }
+
+    /// `agent`'s whole merge history, oldest first (export).
+    pub async fn entity_merges(
+        &self,
+        agent: &AgentId,
+    ) -> MemoryResult<Vec<crate::store::entities::EntityMerge>> {
+        match &self.inner.entities {
+            Some(index) => index.merges(agent, None).await,
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The keys among `candidates` that are entities of `agent`.
@@ -927,6 +945,8 @@ fn consolidator_args(
         clustering: config.sleep.clustering,
         purge_after_days: config.sleep.purge_after_days,
         idle_hours: config.sleep.idle_hours,
+        entities: parts.entities.clone(),
+        profile_min_mentions: config.sleep.profile_min_mentions,
         lease: LeaseSettings {
             holder: config.sleep.holder.clone(),
             ttl: config.sleep.lease_ttl,
@@ -1001,6 +1021,7 @@ fn child_specs(
                 source: ActorSource {
                     episodic: actors.episodic.clone(),
                     graph: actors.graph.clone(),
+                    entities: parts.entities.clone(),
                 },
                 keeps_outbox: parts.memories.keeps_outbox(),
                 projections: parts.projections.clone(),

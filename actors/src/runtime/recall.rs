@@ -29,6 +29,7 @@ use super::speakers::speaker_of;
 use super::{validate, Runtime};
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::{AgentId, Memory, MemoryId, MemoryStatus, MemoryType, SessionId};
+use crate::policy::facts::Fact;
 use crate::policy::fusion::{
     feedback_terms, names_speaker, propagate, query_words, rank_window, score_fusion, sort_fused,
     without_speakers, FusedHit, NeighbourLink, RankedList, Retriever,
@@ -65,6 +66,10 @@ pub struct RecallInput {
     pub now: Option<DateTime<Utc>>,
     /// Project in focus: its memories rank slightly higher, and only it sees its memories when it is isolated.
     pub project_id: Option<ProjectId>,
+    /// Recall as of this instant or period: only what had happened by its end, and the
+    /// facts about the entities the question names that held then, with the memories
+    /// stating them (superseded ones too): what the memories said at the time.
+    pub as_of: Option<TimeRange>,
 }
 
 impl RecallInput {
@@ -82,6 +87,7 @@ impl RecallInput {
             time_range: None,
             now: None,
             project_id: None,
+            as_of: None,
         }
     }
 }
@@ -117,6 +123,9 @@ pub struct RecallOutcome {
     /// What answered each vector and graph read: a projection, or the embedded
     /// backend with the reason it stood in.
     pub sources: Vec<ReadSource>,
+    /// As of a time: the facts about the entities the question names that held then
+    /// (empty without `as_of`).
+    pub facts: Vec<Fact>,
 }
 
 /// Await `work` and measure it in milliseconds.
@@ -143,6 +152,8 @@ struct Timings {
     feedback: f64,
     /// The entity index.
     entity: f64,
+    /// Facts as of a time.
+    facts: f64,
     /// Reading candidates back.
     fetch: f64,
     /// Exact similarity of candidates.
@@ -159,6 +170,7 @@ impl Timings {
             ("working", self.working),
             ("feedback", self.feedback),
             ("entity", self.entity),
+            ("facts", self.facts),
             ("fetch", self.fetch),
             ("similarity", self.similarity),
         ]
@@ -195,6 +207,10 @@ struct Retrieved {
     query_vector: Vec<f32>,
     /// What answered the vector and graph reads.
     sources: Vec<ReadSource>,
+    /// As of a time: the facts that held then about what the question names.
+    held: Vec<Fact>,
+    /// As of a time: the no-longer-active memories stating those facts, admitted.
+    history: HashSet<MemoryId>,
 }
 
 /// The fused candidates and what is known about them.
@@ -220,6 +236,8 @@ pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<Rec
         lists,
         query_vector,
         mut sources,
+        held,
+        history,
     } = retrieve(rt, &plan, &mut timings).await?;
     let mut scored = score(rt, &plan, &lists, query_vector, &mut timings).await?;
     // The best similarity among the candidates, to score memories the expansion adds.
@@ -239,7 +257,7 @@ pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<Rec
         sources.push(expand(rt, &plan, &mut scored, best_similarity).await?);
         timings.expand = started_expansion.elapsed().as_secs_f64() * 1000.0;
     }
-    let hits = rank(rt, &plan, &lists, &scored).await?;
+    let hits = rank(rt, &plan, &lists, &scored, &history).await?;
     if !hits.is_empty() {
         let touched: Vec<MemoryId> = hits.iter().map(|h| h.memory.id.clone()).collect();
         rt.actors().episodic.touch_later(touched, rt.now());
@@ -249,6 +267,7 @@ pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<Rec
         took_ms: started.elapsed().as_secs_f64() * 1000.0,
         timings_ms: timings.stages(),
         sources,
+        facts: held,
     })
 }
 
@@ -261,6 +280,10 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
     validate::tags(&input.tags, limits, "tags")?;
     if let Some(now) = input.now {
         crate::model::check_instant("now", now)?;
+    }
+    if let Some(as_of) = input.as_of {
+        crate::model::check_instant("as_of", as_of.start)?;
+        crate::model::check_instant("as_of", as_of.end)?;
     }
     if let Some(project) = &input.project_id {
         rt.project(&input.agent_id, project).await?;
@@ -292,7 +315,10 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
     let time_window = input
         .time_range
         .or(hinted.as_ref().map(|found| found.range));
-    let filtered = input.time_range.is_some() || !input.tags.is_empty() || !input.types.is_empty();
+    let filtered = input.time_range.is_some()
+        || input.as_of.is_some()
+        || !input.tags.is_empty()
+        || !input.types.is_empty();
     Ok(Plan {
         input,
         limit,
@@ -341,6 +367,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         (time_hits, time_ms),
         (window, working_ms),
         (entity_hits, entity_ms),
+        ((held, held_hits), held_ms),
     ) = tokio::join!(
         // With the vector retriever weighted out, the question is not even embedded.
         timed(async {
@@ -362,7 +389,9 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         }),
         timed(session_window(rt, input)),
         timed(entity_candidates(rt, plan)),
+        timed(held_facts(rt, plan)),
     );
+    timings.facts = held_ms;
     (
         timings.vector,
         timings.keyword,
@@ -410,14 +439,23 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         weight: settings.entity_weight,
         hits: entity_hits,
     });
+    // As of a time: what the memories said then about who or what the question names.
+    let history: HashSet<MemoryId> = held_hits.iter().map(|(id, _)| id.clone()).collect();
+    lists.push(RankedList {
+        retriever: Retriever::Facts,
+        weight: crate::policy::recall::HELD_FACT_WEIGHT,
+        hits: held_hits,
+    });
     if let Some(feedback) = feedback(rt, plan, &lists, &keyword_query, timings).await? {
         lists.push(feedback);
     }
-    lists.retain(|l| l.weight > 0.0);
+    lists.retain(|l| l.weight > 0.0 && (l.retriever != Retriever::Facts || !l.hits.is_empty()));
     Ok(Retrieved {
         lists,
         query_vector,
         sources,
+        held,
+        history,
     })
 }
 
@@ -480,6 +518,50 @@ async fn entity_candidates(rt: &Runtime, plan: &Plan<'_>) -> Vec<(MemoryId, f64)
         }
     }
 }
+
+/// Recall as of a time: the facts about the entities the question names (speakers
+/// included: "where did Alice live" asks about Alice) that held during `as_of`, and the
+/// memories stating them, whatever their status now. An extra like the entity
+/// retriever: recall answers without it when there is no index or it fails.
+async fn held_facts(rt: &Runtime, plan: &Plan<'_>) -> (Vec<Fact>, Vec<(MemoryId, f64)>) {
+    let input = plan.input;
+    let (Some(as_of), Some(index)) = (input.as_of, rt.inner.entities.as_deref()) else {
+        return (Vec::new(), Vec::new());
+    };
+    let candidates = crate::policy::entities::question_keys(&plan.search_text, &HashSet::new());
+    if candidates.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let found = async {
+        let keys = index.known_keys(&input.agent_id, &candidates).await?;
+        let mut held = Vec::new();
+        for key in keys.iter().take(MAX_AS_OF_SUBJECTS) {
+            held.extend(
+                super::entities::facts(rt, &input.agent_id, Some(key), None, Some(&as_of)).await?,
+            );
+        }
+        Ok::<_, MemoryError>(held)
+    };
+    match found.await {
+        Ok(held) => {
+            let mut seen = HashSet::new();
+            let sources = held
+                .iter()
+                .flat_map(|fact| fact.sources.iter())
+                .filter(|id| seen.insert((*id).clone()))
+                .map(|id| (id.clone(), 1.0))
+                .collect();
+            (held, sources)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "entity index unavailable; recall as of a time goes on without its facts");
+            (Vec::new(), Vec::new())
+        }
+    }
+}
+
+/// Most entities of one question whose facts recall reads as of a time.
+const MAX_AS_OF_SUBJECTS: usize = 8;
 
 /// Pseudo-relevance feedback: search again with the words the best keyword hits share
 /// (None when it is off or there are too few hits to learn from).
@@ -732,6 +814,7 @@ async fn rank(
     plan: &Plan<'_>,
     lists: &[RankedList],
     scored: &Scored,
+    history: &HashSet<MemoryId>,
 ) -> MemoryResult<Vec<RecallHit>> {
     let input = plan.input;
     let settings = rt.inner.config.recall;
@@ -747,6 +830,8 @@ async fn rank(
         types: &input.types,
         tags: &input.tags,
         time_range: input.time_range,
+        as_of: input.as_of,
+        history,
     };
     let weights = RerankWeights::default();
     let mut hits: Vec<RecallHit> = scored

@@ -277,6 +277,38 @@ fn check_record(rt: &Runtime, record: &mut TransferRecord) -> MemoryResult<()> {
             check_instant("created_at", namespace.created_at)?;
             check_instant("updated_at", namespace.updated_at)?;
         }
+        TransferRecord::EntityMerge(found) => {
+            let merge = &found.merge;
+            for (field, text) in [
+                ("id", &merge.id),
+                ("alias", &merge.alias),
+                ("name", &merge.name),
+            ] {
+                if text.trim().is_empty() || text.len() > 200 {
+                    return Err(MemoryError::invalid(
+                        field,
+                        format!("{field} must hold 1 to 200 bytes"),
+                    ));
+                }
+                storable_text(field, text)?;
+            }
+            if merge.alias == merge.name {
+                return Err(MemoryError::invalid(
+                    "alias",
+                    "a merge joins two different keys",
+                ));
+            }
+            if !matches!(merge.origin.as_str(), "user" | "stated") {
+                return Err(MemoryError::invalid(
+                    "origin",
+                    "origin must be user or stated",
+                ));
+            }
+            check_instant("created_at", merge.created_at)?;
+            if let Some(at) = merge.undone_at {
+                check_instant("undone_at", at)?;
+            }
+        }
         TransferRecord::KvEntry(entry) => {
             storable_text("key", &entry.key)?;
             storable_json("value", &entry.value)?;
@@ -375,6 +407,24 @@ pub(super) async fn import(
             })
             .collect();
         actors.vectors.project(&indexed, &[]).await;
+        // Merges written change what the agent's memories name: the entity index
+        // reads again what names their aliases (the memories of this import are read
+        // as they arrive, with every merge committed before them or in their batch).
+        let mut merged: std::collections::BTreeMap<&crate::model::AgentId, Vec<String>> =
+            Default::default();
+        for (record, outcome) in batch.iter().zip(&written) {
+            if let (TransferRecord::EntityMerge(m), ImportOutcome::Written) = (record, outcome) {
+                merged
+                    .entry(&m.agent_id)
+                    .or_default()
+                    .push(m.merge.alias.clone());
+            }
+        }
+        if let Some(index) = rt.inner.entities.as_deref() {
+            for (agent, aliases) in merged {
+                index.merges_imported(agent, &aliases).await?;
+            }
+        }
         outcomes.extend(written);
     }
     Ok(outcomes)

@@ -60,6 +60,8 @@ pub struct EntityMentionRef {
     pub end: usize,
     /// When the memory happened.
     pub occurred_at: DateTime<Utc>,
+    /// Found by the inner-thought model (checked against the text), not by the rules.
+    pub by_model: bool,
 }
 
 /// Which claims of facts to read (all claims of each subject and attribute they
@@ -154,6 +156,14 @@ pub trait EntityIndex: Send + Sync + 'static {
     ) -> MemoryResult<EntityMerge>;
     /// The agent's merge history (touching `key` when given), oldest first.
     async fn merges(&self, agent: &AgentId, key: Option<&str>) -> MemoryResult<Vec<EntityMerge>>;
+    /// Merges of `aliases` were written behind the index's back (an import): forget
+    /// what is kept of the agent's aliases and read again what names them.
+    async fn merges_imported(&self, agent: &AgentId, aliases: &[String]) -> MemoryResult<()>;
+    /// The agent's merged aliases in force (alias key → the key it stands for).
+    async fn aliases(
+        &self,
+        agent: &AgentId,
+    ) -> MemoryResult<std::collections::HashMap<String, String>>;
 }
 
 /// Who and what an upserted memory names and the relationships between them it
@@ -195,20 +205,27 @@ pub struct NamedRelation {
 
 /// What `memory` names and the relationships it states: nothing unless it is active
 /// (what recall may see), the same rules as the SQL entity index, without the agent's
-/// known names (so a sentence-initial name that only they vouch for is left out).
-pub fn named_in(memory: &crate::model::Memory) -> NamedInMemory {
+/// known names (so a sentence-initial name that only they vouch for is left out);
+/// every key resolved through the agent's merged `aliases` (alias key → key), so a
+/// merged alias is the entity it stands for there too.
+pub fn named_in(
+    memory: &crate::model::Memory,
+    aliases: &std::collections::HashMap<String, String>,
+) -> NamedInMemory {
     if memory.status != crate::model::MemoryStatus::Active {
         return NamedInMemory::default();
     }
     let agent = &memory.agent_id;
+    let key_of = |key: &str| crate::policy::aliases::resolve(key, aliases).to_string();
     let mentions = crate::policy::entities::extract(&memory.content, &Default::default());
     let mut entities: Vec<NamedEntity> = Vec::new();
     for mention in &mentions {
-        let id = entity_id(agent, &mention.key);
+        let key = key_of(&mention.key);
+        let id = entity_id(agent, &key);
         if entities.iter().all(|e| e.id != id) {
             entities.push(NamedEntity {
                 id,
-                key: mention.key.clone(),
+                key,
                 name: mention.surface.clone(),
                 kind: mention.kind.as_str().to_string(),
             });
@@ -218,11 +235,13 @@ pub fn named_in(memory: &crate::model::Memory) -> NamedInMemory {
     let relations = crate::policy::facts::extract_facts(&memory.content, &mentions, speaker)
         .into_iter()
         .filter(|claim| claim.value_is_entity)
-        .filter(|claim| entities.iter().any(|e| e.key == claim.subject_key))
-        .filter(|claim| entities.iter().any(|e| e.key == claim.value_key))
-        .map(|claim| NamedRelation {
-            from_id: entity_id(agent, &claim.subject_key),
-            to_id: entity_id(agent, &claim.value_key),
+        .map(|claim| (key_of(&claim.subject_key), key_of(&claim.value_key), claim))
+        .filter(|(subject, value, _)| {
+            entities.iter().any(|e| e.key == *subject) && entities.iter().any(|e| e.key == *value)
+        })
+        .map(|(subject, value, claim)| NamedRelation {
+            from_id: entity_id(agent, &subject),
+            to_id: entity_id(agent, &value),
             attribute: claim.attribute,
             ends: claim.ends,
         })
@@ -271,10 +290,13 @@ mod tests {
     #[test]
     fn a_memory_names_its_entities_and_the_relationships_between_them() {
         let ana = AgentId::parse("ana").unwrap();
-        let named = named_in(&memory(
-            "Later, Bob joined Acme Corp in Lisbon.",
-            crate::model::MemoryStatus::Active,
-        ));
+        let named = named_in(
+            &memory(
+                "Later, Bob joined Acme Corp in Lisbon.",
+                crate::model::MemoryStatus::Active,
+            ),
+            &Default::default(),
+        );
         let keys: Vec<&str> = named.entities.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(keys, ["bob", "acme corp", "lisbon"], "{named:?}");
         assert_eq!(named.entities[0].id, entity_id(&ana, "bob"));
@@ -288,10 +310,25 @@ mod tests {
             }]
         );
         // What recall may not see names nothing in a projection.
-        let archived = named_in(&memory(
-            "Later, Bob joined Acme Corp.",
-            crate::model::MemoryStatus::Archived,
-        ));
+        let archived = named_in(
+            &memory(
+                "Later, Bob joined Acme Corp.",
+                crate::model::MemoryStatus::Archived,
+            ),
+            &Default::default(),
+        );
         assert_eq!(archived, NamedInMemory::default());
+        // A merged alias is the entity it stands for.
+        let aliases = [("bob".to_string(), "robert".to_string())].into();
+        let merged = named_in(
+            &memory(
+                "Later, Bob joined Acme Corp.",
+                crate::model::MemoryStatus::Active,
+            ),
+            &aliases,
+        );
+        assert_eq!(merged.entities[0].key, "robert");
+        assert_eq!(merged.entities[0].name, "Bob");
+        assert_eq!(merged.relations[0].from_id, entity_id(&ana, "robert"));
     }
 }

@@ -330,6 +330,10 @@ def test_facts(client: Mnemos) -> None:
     assert initech.value_entity_id and initech.subject_entity_id
     then = client.facts.list(subject="Dana", as_of="2023-01-15")
     assert [f.value for f in then] == ["Initech"]
+    back_then = client.tools.recall("Where does Dana work?", as_of="2023-01-15")
+    assert [f.value for f in back_then.facts] == ["Initech"], back_then
+    assert back_then.results[0].memory.content == "Dana works at Initech.", back_then
+    assert "Dana joined Globex." not in [m.content for m in back_then.memories]
     detail = client.entities.get(initech.value_entity_id)
     assert [f.subject for f in detail.referenced_by] == ["Dana"]
     with pytest.raises(InvalidArgument) as refused:
@@ -350,12 +354,17 @@ def test_entity_merge_and_split(client: Mnemos) -> None:
             break
         time.sleep(0.1)
     assert {"Melanie", "Mel"} <= names.keys(), names
+    # Before anyone merges, each is offered as possibly the other (a short form).
+    offered = client.entities.get(names["Melanie"].id).possibly_same
+    assert [(c.entity.name, c.reason) for c in offered] == [("Mel", "short form")], offered
+    assert -1.0 <= offered[0].similarity <= 1.0
     merged = client.entities.merge(names["Mel"].id, into=names["Melanie"].id)
     assert merged.merge.alias == "mel" and merged.merge.origin == "user"
     assert merged.entity is not None and merged.entity.mentions == 2
     assert "Mel" not in {e.name for e in client.entities.list()}
     detail = client.entities.get(names["Melanie"].id)
     assert detail.aliases == ["mel"] and len(detail.memories) == 2
+    assert detail.possibly_same == [] and {m.source for m in detail.memories} == {"rules"}
     split = client.entities.split(names["Melanie"].id, alias="Mel")
     assert split.merge.undone_at is not None
     assert split.entity is not None and split.entity.id == names["Mel"].id

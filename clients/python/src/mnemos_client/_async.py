@@ -199,10 +199,12 @@ class AsyncTools(_AsyncResource):
         include_shared: Optional[bool] = None,
         project_id: Optional[str] = None,
         debug: Optional[bool] = None,
+        as_of: Optional[Union[str, datetime]] = None,
     ) -> RecallResponse:
         """Recall the memories that matter for ``query`` (``POST /tools/recall``):
         hybrid vector + keyword + time retrieval, best first, scores on 0..1;
-        ``min_score`` drops weaker results."""
+        ``min_score`` drops weaker results. ``as_of`` (an instant, a date or a period)
+        answers from what the memories said then; ``facts`` lists what held."""
         payload = body(
             agent_id=self._agent(agent_id),
             query=query,
@@ -216,6 +218,7 @@ class AsyncTools(_AsyncResource):
             include_shared=include_shared,
             project_id=project_id,
             debug=debug,
+            as_of=as_of,
         )
         return await self._client._call("POST", "/tools/recall", RecallResponse, json=payload)
 

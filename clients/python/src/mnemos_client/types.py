@@ -425,6 +425,7 @@ class RecallResponse(Model):
     timings_ms: Optional[Dict[str, float]] = None
     sources: Optional[Dict[str, str]] = None
     note: Optional[str] = None
+    facts: Optional[List[Fact]] = None
     extra: Dict[str, Any] = _extra()
 
     def __iter__(self) -> Iterator[RecallResult]:
@@ -623,6 +624,7 @@ class EntityMention(Model):
     surface: str
     start: int
     end: int
+    source: str = "rules"
     extra: Dict[str, Any] = _extra()
 
 
@@ -685,6 +687,18 @@ class EntityMergeRecord(Model):
 
 
 @dataclass
+class SameEntity(Model):
+    """An entity that may be another one: ``reason`` its name's form gives (``short
+    form``, ``a word of the name``, ``initials``) and how alike the memories naming
+    each are (``similarity``, a cosine). Nothing is merged until someone merges."""
+
+    entity: Entity
+    reason: str
+    similarity: float
+    extra: Dict[str, Any] = _extra()
+
+
+@dataclass
 class EntityDetail(Model):
     """One entity, the memories naming it (newest first), the entities named beside
     it, the facts about it over time and the facts pointing at it."""
@@ -696,6 +710,7 @@ class EntityDetail(Model):
     referenced_by: List[Fact]
     aliases: List[str]
     merges: List[EntityMergeRecord]
+    possibly_same: List[SameEntity] = field(default_factory=list)
     extra: Dict[str, Any] = _extra()
 
 

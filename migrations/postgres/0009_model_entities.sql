@@ -1,0 +1,21 @@
+-- What the inner-thought model said each memory names (policy::model_entities), kept
+-- so the entity index is rebuilt without asking the model again: one row per memory
+-- and content hash (a changed text is asked about again). `outcome` is 'ok', or why
+-- the rules stand alone for this text ('timeout', 'error', 'malformed'); `answer` is
+-- the model's JSON ({"entities": [...], "relations": [...]}; '{}' when it failed).
+CREATE TABLE entity_model_answers (
+    memory_id    text COLLATE "C" NOT NULL,
+    content_hash text COLLATE "C" NOT NULL,
+    agent_id     text COLLATE "C" NOT NULL,
+    provider     text NOT NULL,
+    outcome      text NOT NULL,
+    answer       text NOT NULL,
+    created_at   timestamptz NOT NULL,
+    PRIMARY KEY (memory_id, content_hash)
+);
+CREATE INDEX entity_model_answers_by_agent ON entity_model_answers (agent_id);
+
+-- Which mentions and claims the model added (checked against the text) rather than
+-- the rules.
+ALTER TABLE entity_mentions ADD COLUMN by_model boolean NOT NULL DEFAULT false;
+ALTER TABLE entity_facts ADD COLUMN by_model boolean NOT NULL DEFAULT false;

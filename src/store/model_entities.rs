@@ -1,0 +1,329 @@
+//! Asking the inner-thought model who and what each memory names, in the background.
+//!
+//! The entity index applies the rules in its write transaction as the outbox reaches
+//! it; a model call is far too slow for that transaction and must never delay an
+//! acknowledgement. So the index hands every memory it applied to this queue, and one
+//! task asks the model about each (its own hard timeout), records the answer in
+//! `entity_model_answers` (per memory and content hash, so a rebuild never asks again)
+//! and indexes the memory once more, the rules' mentions and claims then completed by
+//! what the answer adds that the text bears out ([`ground`](mnemos_actors::policy::model_entities::ground)).
+//! A failed call records why (`timeout`, `error`, `malformed`) and the rules stand;
+//! timeouts and errors are asked again once after the next start. On start, memories
+//! with no answer for their current text are queued again, so nothing a crash or a
+//! full queue dropped is missed.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mnemos_actors::error::MemoryResult;
+use mnemos_actors::model::{AgentId, MemoryId};
+use mnemos_actors::policy::profiles::PROFILE_KEY;
+use mnemos_actors::thought::InnerThought;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::dialect::{commit, rows, run, Dialect, SqlStore};
+use super::entities::EntityProjection;
+use super::rows::Columns;
+use super::sql::{Arg, Statement};
+
+/// Most memories waiting for the model; past it the queue is rebuilt by a scan.
+const MAX_QUEUED: usize = 100_000;
+
+/// Memories read per page of the scan for memories without an answer.
+const SCAN_PAGE: i64 = 500;
+
+/// The memories waiting for the model, shared by the entity index (which adds what it
+/// applied) and the task that asks.
+#[derive(Default)]
+pub struct NamingQueue {
+    /// Memory ids in the order they were applied.
+    pending: Mutex<VecDeque<MemoryId>>,
+    /// Wakes the task when something is added.
+    added: Notify,
+    /// Set when the queue overflowed (and on start): scan the store for what has no answer.
+    rescan: AtomicBool,
+}
+
+impl NamingQueue {
+    /// A queue that scans the store first.
+    pub fn new() -> Arc<Self> {
+        let queue = Self::default();
+        queue.rescan.store(true, Ordering::SeqCst);
+        Arc::new(queue)
+    }
+
+    /// Queue `ids` (applied by the entity index); past [`MAX_QUEUED`] they are left
+    /// to a scan.
+    pub fn push(&self, ids: impl IntoIterator<Item = MemoryId>) {
+        let Ok(mut pending) = self.pending.lock() else {
+            return;
+        };
+        for id in ids {
+            if pending.len() >= MAX_QUEUED {
+                self.rescan.store(true, Ordering::SeqCst);
+                break;
+            }
+            pending.push_back(id);
+        }
+        metrics::gauge!("mnemos_entity_naming_queued").set(pending.len() as f64);
+        drop(pending);
+        self.added.notify_one();
+    }
+
+    /// The next memory to ask about.
+    fn pop(&self) -> Option<MemoryId> {
+        let mut pending = self.pending.lock().ok()?;
+        let next = pending.pop_front();
+        metrics::gauge!("mnemos_entity_naming_queued").set(pending.len() as f64);
+        next
+    }
+
+    /// Memories waiting.
+    pub fn len(&self) -> usize {
+        self.pending.lock().map_or(0, |p| p.len())
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The running task; stop it before the store closes.
+pub struct NamingTask {
+    /// Cancels the task.
+    stop: CancellationToken,
+    /// The task.
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl NamingTask {
+    /// Stop asking (a call under way is dropped; its memory is asked again after the
+    /// next start) and wait for the task to end.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.handle.await;
+    }
+}
+
+/// What the task needs.
+struct Naming<D: Dialect> {
+    /// The database of the memories and of the answers.
+    store: SqlStore<D>,
+    /// The entity index, which indexes a memory again once its answer is recorded.
+    index: Arc<EntityProjection<D>>,
+    /// The model.
+    thought: Arc<dyn InnerThought>,
+    /// What waits.
+    queue: Arc<NamingQueue>,
+}
+
+/// Start asking `thought` about the memories `queue` receives.
+pub fn start<D: Dialect>(
+    store: SqlStore<D>,
+    index: Arc<EntityProjection<D>>,
+    thought: Arc<dyn InnerThought>,
+    queue: Arc<NamingQueue>,
+) -> NamingTask {
+    let stop = CancellationToken::new();
+    let naming = Naming {
+        store,
+        index,
+        thought,
+        queue,
+    };
+    let token = stop.clone();
+    let handle = tokio::spawn(async move {
+        tokio::select! {
+            () = token.cancelled() => {}
+            () = naming.run() => {}
+        }
+    });
+    NamingTask { stop, handle }
+}
+
+/// The outcome word of a failed call's description ("timeout after 2000 ms" → `timeout`).
+fn outcome_of(fallback: Option<&str>) -> &'static str {
+    match fallback {
+        None => "ok",
+        Some(why) if why.starts_with("timeout") => "timeout",
+        Some(why) if why.starts_with("malformed") => "malformed",
+        Some(_) => "error",
+    }
+}
+
+impl<D: Dialect> Naming<D> {
+    /// Ask about what waits, forever.
+    async fn run(&self) {
+        loop {
+            if self.queue.rescan.swap(false, Ordering::SeqCst) {
+                if let Err(error) = self.scan().await {
+                    tracing::warn!(%error, "could not list the memories the model has not named yet; trying again");
+                    self.queue.rescan.store(true, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    continue;
+                }
+            }
+            let Some(id) = self.queue.pop() else {
+                // Woken by a push; a minute at most, for a rescan the overflow asked for.
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(60),
+                    self.queue.added.notified(),
+                )
+                .await;
+                continue;
+            };
+            if let Err(error) = self.name(&id).await {
+                tracing::warn!(%error, memory = %id, "could not record what the model names; it is asked again after the next start");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    }
+
+    /// Queue every active memory with no answer for its current text (or only one
+    /// that timed out or failed).
+    async fn scan(&self) -> MemoryResult<()> {
+        let mut after = String::new();
+        loop {
+            let page = self
+                .store
+                .all(
+                    &Statement::new(
+                        "SELECT m.id FROM memories m WHERE m.status = 'active' AND m.id > $1 \
+                         AND NOT EXISTS (SELECT 1 FROM entity_model_answers a \
+                             WHERE a.memory_id = m.id AND a.content_hash = m.content_hash \
+                             AND a.outcome IN ('ok', 'malformed')) \
+                         ORDER BY m.id LIMIT $2",
+                        [Arg::Text(&after), Arg::Integer(SCAN_PAGE)],
+                    ),
+                    |row| row.text("id"),
+                )
+                .await?;
+            let Some(last) = page.last().cloned() else {
+                return Ok(());
+            };
+            let full = page.len() as i64 == SCAN_PAGE;
+            self.queue.push(page.into_iter().map(MemoryId));
+            if !full || self.queue.rescan.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            after = last;
+        }
+    }
+
+    /// Ask the model about memory `id` (unless it is gone, not active, a profile, or
+    /// answered for its text already), record the answer, index the memory again.
+    async fn name(&self, id: &MemoryId) -> MemoryResult<()> {
+        let found = self
+            .store
+            .all(
+                &Statement::new(
+                    "SELECT m.agent_id, m.content, m.content_hash, m.metadata, \
+                     (SELECT COUNT(*) FROM entity_model_answers a WHERE a.memory_id = m.id \
+                      AND a.content_hash = m.content_hash AND a.outcome IN ('ok', 'malformed')) AS answered \
+                     FROM memories m WHERE m.id = $1 AND m.status = 'active'",
+                    [Arg::Text(&id.0)],
+                ),
+                |row| {
+                    let profile = row
+                        .json("metadata")?
+                        .ok()
+                        .is_some_and(|m| m.get(PROFILE_KEY).is_some());
+                    Ok((
+                        row.text("agent_id")?,
+                        row.text("content")?,
+                        row.text("content_hash")?,
+                        profile || row.integer("answered")? > 0,
+                    ))
+                },
+            )
+            .await?;
+        let Some((agent, content, hash, done)) = found.into_iter().next() else {
+            return Ok(());
+        };
+        if done {
+            return Ok(());
+        }
+        let thought = self.thought.name_entities(&content).await;
+        let outcome = outcome_of(thought.fallback.as_deref());
+        metrics::counter!("mnemos_entity_naming_total", "outcome" => outcome).increment(1);
+        let answer = thought
+            .value
+            .as_ref()
+            .and_then(|named| serde_json::to_string(named).ok())
+            .unwrap_or_else(|| "{}".to_string());
+        let agent = AgentId::stored(&agent)?;
+        let mut tx = self.store.write_transaction().await?;
+        run::<D>(
+            &mut tx,
+            &Statement::new(
+                "INSERT INTO entity_model_answers \
+                 (memory_id, content_hash, agent_id, provider, outcome, answer, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (memory_id, content_hash) DO UPDATE SET provider = excluded.provider, \
+                 outcome = excluded.outcome, answer = excluded.answer, created_at = excluded.created_at",
+                [
+                    Arg::Text(&id.0),
+                    Arg::Text(&hash),
+                    Arg::Text(agent.as_str()),
+                    Arg::Text(thought.provider),
+                    Arg::Text(outcome),
+                    Arg::Text(&answer),
+                    Arg::Time(chrono::Utc::now()),
+                ],
+            ),
+        )
+        .await?;
+        // The memory may have been erased while the model thought: nothing to index
+        // then, and no answer of it may stay.
+        let still_there = rows::<D>(
+            &mut tx,
+            &Statement::new(
+                "SELECT 1 AS one FROM memories WHERE id = $1",
+                [Arg::Text(&id.0)],
+            ),
+        )
+        .await?;
+        if still_there.is_empty() {
+            run::<D>(
+                &mut tx,
+                &Statement::new(
+                    "DELETE FROM entity_model_answers WHERE memory_id = $1",
+                    [Arg::Text(&id.0)],
+                ),
+            )
+            .await?;
+            return commit(tx).await;
+        }
+        if outcome == "ok" {
+            self.index.index_again(tx, id, &agent).await
+        } else {
+            commit(tx).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_call_is_recorded_by_what_went_wrong() {
+        assert_eq!(outcome_of(None), "ok");
+        assert_eq!(outcome_of(Some("timeout after 2000 ms")), "timeout");
+        assert_eq!(outcome_of(Some("malformed answer: eof")), "malformed");
+        assert_eq!(outcome_of(Some("error: connection refused")), "error");
+    }
+
+    #[test]
+    fn an_overflowing_queue_asks_for_a_scan() {
+        let queue = NamingQueue::new();
+        queue.rescan.store(false, Ordering::SeqCst);
+        queue.push((0..MAX_QUEUED + 5).map(|n| MemoryId(n.to_string())));
+        assert_eq!(queue.len(), MAX_QUEUED);
+        assert!(queue.rescan.load(Ordering::SeqCst));
+        assert_eq!(queue.pop(), Some(MemoryId("0".into())));
+    }
+}
