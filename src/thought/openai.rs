@@ -236,7 +236,7 @@ impl InnerThought for OpenAiThought {
             "properties": {
                 "entities": {
                     "type": "array",
-                    "maxItems": 20,
+                    "maxItems": 10,
                     "items": {
                         "type": "object",
                         "properties": {
@@ -249,7 +249,7 @@ impl InnerThought for OpenAiThought {
                 },
                 "relations": {
                     "type": "array",
-                    "maxItems": 10,
+                    "maxItems": 5,
                     "items": {
                         "type": "object",
                         "properties": {

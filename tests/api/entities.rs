@@ -869,7 +869,8 @@ async fn a_real_llm_names_entities_in_the_background_checked_against_the_text() 
     settings.inner_thought.base_url = url;
     settings.inner_thought.model = "smollm2".into();
     settings.inner_thought.timeout_ms = 120_000;
-    settings.inner_thought.max_tokens = 200;
+    // Room for the whole answer the schema allows (ten names, five relationships).
+    settings.inner_thought.max_tokens = 500;
     settings.inner_thought.temperature = 0.0;
     let app = spawn_with(settings.clone(), None).await;
     // Lower-case names the rules cannot tell from words.
