@@ -8,7 +8,8 @@
 //! and indexes the memory once more, the rules' mentions and claims then completed by
 //! what the answer adds that the text bears out ([`ground`](mnemos_actors::policy::model_entities::ground)).
 //! A failed call records why (`timeout`, `error`, `malformed`) and the rules stand;
-//! timeouts and errors are asked again once after the next start. On start, memories
+//! a timeout or an error is asked again after 5 s, 30 s, 2 and 10 minutes, and once
+//! more after the next start. On start, memories
 //! with no answer for their current text are queued again, so nothing a crash or a
 //! full queue dropped is missed.
 
@@ -33,6 +34,15 @@ const MAX_QUEUED: usize = 100_000;
 
 /// Memories read per page of the scan for memories without an answer.
 const SCAN_PAGE: i64 = 500;
+
+/// How long a memory whose call timed out or failed waits before it is asked again,
+/// per attempt; after the last it waits for the next start.
+const RETRY_AFTER: [std::time::Duration; 4] = [
+    std::time::Duration::from_secs(5),
+    std::time::Duration::from_secs(30),
+    std::time::Duration::from_secs(120),
+    std::time::Duration::from_secs(600),
+];
 
 /// The memories waiting for the model, shared by the entity index (which adds what it
 /// applied) and the task that asks.
@@ -118,6 +128,9 @@ struct Naming<D: Dialect> {
     thought: Arc<dyn InnerThought>,
     /// What waits.
     queue: Arc<NamingQueue>,
+    /// Memories whose call timed out or failed, with when to ask again and how many
+    /// times they were asked.
+    later: Mutex<Vec<(tokio::time::Instant, MemoryId, usize)>>,
 }
 
 /// Start asking `thought` about the memories `queue` receives.
@@ -133,6 +146,7 @@ pub fn start<D: Dialect>(
         index,
         thought,
         queue,
+        later: Mutex::new(Vec::new()),
     };
     let token = stop.clone();
     let handle = tokio::spawn(async move {
@@ -166,16 +180,54 @@ impl<D: Dialect> Naming<D> {
                     continue;
                 }
             }
+            let now = tokio::time::Instant::now();
+            let (due, next_retry) = match self.later.lock() {
+                Ok(mut later) => {
+                    let due: Vec<(MemoryId, usize)> = later
+                        .iter()
+                        .filter(|(at, _, _)| *at <= now)
+                        .map(|(_, id, attempts)| (id.clone(), *attempts))
+                        .collect();
+                    later.retain(|(at, _, _)| *at > now);
+                    (due, later.iter().map(|(at, _, _)| *at).min())
+                }
+                Err(_) => (Vec::new(), None),
+            };
+            for (id, attempts) in due {
+                self.ask(&id, attempts).await;
+            }
             let Some(id) = self.queue.pop() else {
-                // Woken by a push; a minute at most, for a rescan the overflow asked for.
-                let _ = tokio::time::timeout(
-                    std::time::Duration::from_secs(60),
-                    self.queue.added.notified(),
-                )
-                .await;
+                // Woken by a push or a retry falling due; a minute at most, for a
+                // rescan the overflow asked for.
+                let wait = next_retry
+                    .map_or(std::time::Duration::from_secs(60), |at| {
+                        at.saturating_duration_since(now)
+                    })
+                    .min(std::time::Duration::from_secs(60));
+                let _ = tokio::time::timeout(wait, self.queue.added.notified()).await;
                 continue;
             };
-            if let Err(error) = self.name(&id).await {
+            self.ask(&id, 0).await;
+        }
+    }
+
+    /// Ask about memory `id` (asked `attempts` times before in this process); a call
+    /// that timed out or failed is asked again later (`RETRY_AFTER`).
+    async fn ask(&self, id: &MemoryId, attempts: usize) {
+        match self.name(id).await {
+            Ok(outcome) if outcome == "timeout" || outcome == "error" => {
+                if let Some(delay) = RETRY_AFTER.get(attempts) {
+                    if let Ok(mut later) = self.later.lock() {
+                        later.push((
+                            tokio::time::Instant::now() + *delay,
+                            id.clone(),
+                            attempts + 1,
+                        ));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
                 tracing::warn!(%error, memory = %id, "could not record what the model names; it is asked again after the next start");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
@@ -215,7 +267,9 @@ impl<D: Dialect> Naming<D> {
 
     /// Ask the model about memory `id` (unless it is gone, not active, a profile, or
     /// answered for its text already), record the answer, index the memory again.
-    async fn name(&self, id: &MemoryId) -> MemoryResult<()> {
+    /// Answers the call's outcome (`ok`, `timeout`, `error`, `malformed`; `skipped`
+    /// when nothing was asked).
+    async fn name(&self, id: &MemoryId) -> MemoryResult<&'static str> {
         let found = self
             .store
             .all(
@@ -241,10 +295,10 @@ impl<D: Dialect> Naming<D> {
             )
             .await?;
         let Some((agent, content, hash, done)) = found.into_iter().next() else {
-            return Ok(());
+            return Ok("skipped");
         };
         if done {
-            return Ok(());
+            return Ok("skipped");
         }
         let thought = self.thought.name_entities(&content).await;
         let outcome = outcome_of(thought.fallback.as_deref());
@@ -295,13 +349,15 @@ impl<D: Dialect> Naming<D> {
                 ),
             )
             .await?;
-            return commit(tx).await;
+            commit(tx).await?;
+            return Ok("skipped");
         }
         if outcome == "ok" {
-            self.index.index_again(tx, id, &agent).await
+            self.index.index_again(tx, id, &agent).await?;
         } else {
-            commit(tx).await
+            commit(tx).await?;
         }
+        Ok(outcome)
     }
 }
 

@@ -832,8 +832,9 @@ async fn a_model_that_never_answers_delays_no_write_and_the_rules_entities_stand
         started.elapsed()
     );
     entities_named(&app, "quiet", &["Omar", "Cairo", "London", "Initech"]).await;
-    let timed_out = eventually(Duration::from_secs(30), || async {
-        counter(&app, "mnemos_entity_naming_total", "outcome=\"timeout\"").await >= 2.0
+    // Each is asked, times out, and is asked again 5 s later.
+    let timed_out = eventually(Duration::from_secs(45), || async {
+        counter(&app, "mnemos_entity_naming_total", "outcome=\"timeout\"").await >= 4.0
     })
     .await;
     assert!(
@@ -881,16 +882,13 @@ async fn a_real_llm_names_entities_in_the_background_checked_against_the_text() 
     for text in texts {
         app.remember("named", text, json!({})).await;
     }
-    let asked = eventually(Duration::from_secs(240), || async {
+    // A busy server may time a call out: it is asked again, so wait for answers.
+    let asked = eventually(Duration::from_secs(300), || async {
         counter(&app, "mnemos_entity_naming_total", "outcome=").await >= texts.len() as f64
+            && counter(&app, "mnemos_entity_naming_total", "outcome=\"ok\"").await >= 1.0
     })
     .await;
     assert!(asked, "{}", app.get("/metrics").await.text().await.unwrap());
-    assert!(
-        counter(&app, "mnemos_entity_naming_total", "outcome=\"ok\"").await >= 1.0,
-        "{}",
-        app.get("/metrics").await.text().await.unwrap()
-    );
     // Whatever the model said, the index holds only words of the memories, at their
     // place; and it found names the rules did not.
     let named = eventually(Duration::from_secs(15), || async {

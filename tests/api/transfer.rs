@@ -58,8 +58,12 @@ async fn rich_data_set(app: &TestApp, agent: &str) {
         assert_eq!(patched["version"], n + 2);
     }
     // Entity merges travel too: one stated by a memory, one made by a person and undone.
-    app.remember(agent, "Melanie (Mel) paints landscapes.", json!({}))
-        .await;
+    app.remember(
+        agent,
+        "Yesterday, Melanie (Mel) painted landscapes.",
+        json!({}),
+    )
+    .await;
     app.remember(agent, "Later, Robert and Bob fixed the sink.", json!({}))
         .await;
     let entity = |name: &'static str| async move {
@@ -71,7 +75,11 @@ async fn rich_data_set(app: &TestApp, agent: &str) {
             if let Some(id) = found["entities"][0]["id"].as_str() {
                 return id.to_string();
             }
-            assert!(std::time::Instant::now() < deadline, "no entity {name}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no entity {name}: {}",
+                app.entities(agent, "limit=100").await
+            );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     };
@@ -273,13 +281,12 @@ async fn an_export_imported_elsewhere_exports_the_same_and_a_second_import_chang
     assert_eq!(comparable(&again), comparable(&exported));
     assert_eq!(count(&exported, "entity_merge"), 2, "{exported}");
     // The merges answer as they did: Mel is Melanie's, Bob is his own again.
-    let mel = target.entities("alice", "q=mel").await;
-    let melanie = mel["entities"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "Melanie")
-        .unwrap_or_else(|| panic!("{mel}"))["id"]
+    let indexed = crate::helpers::eventually(std::time::Duration::from_secs(15), || async {
+        target.entities("alice", "q=melanie").await["entities"][0]["name"] == "Melanie"
+    })
+    .await;
+    assert!(indexed, "{}", target.entities("alice", "").await);
+    let melanie = target.entities("alice", "q=melanie").await["entities"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
