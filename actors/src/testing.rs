@@ -84,8 +84,8 @@ impl crate::actors::projector::ProjectionSource for StoreSource<'_> {
     async fn aliases_of(
         &self,
         _agent: &AgentId,
-    ) -> crate::error::MemoryResult<std::collections::HashMap<String, String>> {
+    ) -> crate::error::MemoryResult<crate::store::entities::EntityAliases> {
         // Store-level tests keep no entity index: no merges.
-        Ok(std::collections::HashMap::new())
+        Ok(Default::default())
     }
 }

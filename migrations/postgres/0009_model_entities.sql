@@ -19,3 +19,7 @@ CREATE INDEX entity_model_answers_by_agent ON entity_model_answers (agent_id);
 -- the rules.
 ALTER TABLE entity_mentions ADD COLUMN by_model boolean NOT NULL DEFAULT false;
 ALTER TABLE entity_facts ADD COLUMN by_model boolean NOT NULL DEFAULT false;
+
+-- A name split off for one project's memories (the same name for someone else there):
+-- a merge that applies in that project only, resolved before the others.
+ALTER TABLE entity_merges ADD COLUMN project_id text COLLATE "C";

@@ -161,6 +161,9 @@ pub struct MergeView {
     pub created_at: DateTime<Utc>,
     /// When it was split again; absent while the merge holds.
     pub undone_at: Option<DateTime<Utc>>,
+    /// The project it applies in: a name split off for that project's memories
+    /// (`split` with `project_id`); absent: everywhere.
+    pub project_id: Option<String>,
 }
 
 impl MergeView {
@@ -174,6 +177,7 @@ impl MergeView {
             memory_id: merge.memory_id.map(|m| m.0),
             created_at: merge.created_at,
             undone_at: merge.undone_at,
+            project_id: merge.project_id,
         }
     }
 }
@@ -195,7 +199,10 @@ pub struct SplitBody {
     /// Whose entities (required unless the key is bound to one agent).
     pub agent_id: Option<String>,
     /// The alias to split off the entity (as its merge history names it, any case).
-    pub alias: String,
+    pub alias: Option<String>,
+    /// Or: the project whose memories name someone else by this entity's name; they
+    /// get an entity of their own (undone by splitting the name off that entity again).
+    pub project_id: Option<String>,
 }
 
 /// Arguments of the MCP tools `entity_merge` and `entity_split`: the entity's id with
@@ -211,6 +218,8 @@ pub struct EntityMergeToolBody {
     pub into: Option<String>,
     /// `entity_split`: the alias to split off.
     pub alias: Option<String>,
+    /// `entity_split`: or the project whose memories name someone else by this name.
+    pub project_id: Option<String>,
 }
 
 /// Answer of a merge or a split.
@@ -496,14 +505,40 @@ pub async fn split(
 ) -> MemoryResult<MergeResponse> {
     caller.require(Scope::Write)?;
     let agent = caller.agent("agent_id", body.agent_id.as_deref())?;
-    if body.alias.trim().is_empty() || body.alias.len() > 200 {
-        return Err(MemoryError::invalid(
-            "alias",
-            "alias must name one of the entity's aliases (1 to 200 bytes)",
-        ));
-    }
-    let merge = runtime.split_entity(&agent, &id, &body.alias).await?;
+    let merge = match (body.alias, body.project_id) {
+        (Some(alias), None) => {
+            if alias.trim().is_empty() || alias.len() > 200 {
+                return Err(MemoryError::invalid(
+                    "alias",
+                    "alias must name one of the entity's aliases (1 to 200 bytes)",
+                ));
+            }
+            runtime.split_entity(&agent, &id, &alias).await?
+        }
+        (None, Some(project)) => {
+            let project = mnemos_actors::projects::ProjectId::parse_field("project_id", &project)?;
+            runtime
+                .split_entity_by_project(&agent, &id, &project)
+                .await?
+        }
+        (Some(_), Some(_)) => return Err(MemoryError::invalid(
+            "project_id",
+            "give alias (undo a merge) or project_id (split the name off for a project), not both",
+        )),
+        (None, None) => {
+            return Err(MemoryError::invalid(
+                "alias",
+                "give alias (undo a merge) or project_id (split the name off for a project)",
+            ))
+        }
+    };
+    // What was split off: the alias's own entity, or the project's new one.
     let split_off = entity_id(&agent, &merge.alias);
+    let split_off = if merge.project_id.is_some() && merge.undone_at.is_none() {
+        entity_id(&agent, &merge.name)
+    } else {
+        split_off
+    };
     let entity = runtime
         .entity(&agent, &split_off, 1)
         .await
@@ -522,9 +557,6 @@ pub async fn merge_tool(
     body: EntityMergeToolBody,
     split_off: bool,
 ) -> MemoryResult<MergeResponse> {
-    let field = if split_off { "alias" } else { "into" };
-    let value = if split_off { body.alias } else { body.into };
-    let value = value.ok_or_else(|| MemoryError::invalid(field, format!("{field} is required")))?;
     if split_off {
         split(
             runtime,
@@ -532,11 +564,15 @@ pub async fn merge_tool(
             body.id,
             SplitBody {
                 agent_id: body.agent_id,
-                alias: value,
+                alias: body.alias,
+                project_id: body.project_id,
             },
         )
         .await
     } else {
+        let value = body
+            .into
+            .ok_or_else(|| MemoryError::invalid("into", "into is required"))?;
         merge(
             runtime,
             caller,

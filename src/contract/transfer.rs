@@ -420,6 +420,9 @@ pub struct EntityMergeLine {
     pub created_at: DateTime<Utc>,
     /// When it was undone (split), if it was.
     pub undone_at: Option<DateTime<Utc>>,
+    /// The project it applies in (a name split off for that project), if only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
 }
 
 /// One line of a file, by its `kind`.
@@ -684,6 +687,7 @@ fn merge_line(agent: &AgentId, merge: mnemos_actors::store::entities::EntityMerg
         memory_id: merge.memory_id.map(|m| m.0),
         created_at: merge.created_at,
         undone_at: merge.undone_at,
+        project_id: merge.project_id,
     })
 }
 
@@ -1270,6 +1274,13 @@ fn line_record(
                         .transpose()?,
                     created_at: m.created_at,
                     undone_at: m.undone_at,
+                    project_id: m
+                        .project_id
+                        .map(|p| {
+                            mnemos_actors::projects::ProjectId::parse_field("project_id", &p)
+                                .map(|p| p.as_str().to_string())
+                        })
+                        .transpose()?,
                 },
             })
         }

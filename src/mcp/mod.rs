@@ -262,7 +262,9 @@ const TOOLS: &[ToolSpec] = &[
         body: "EntityMergeToolBody",
         description: "Undo a merge: split alias off entity id, so the memories naming the alias form their own \
             entity again (for two different people or things that were merged, by you or because a memory said \
-            'X (Y)'). The merge stays in the history, marked undone, and is not made again.",
+            'X (Y)'). The merge stays in the history, marked undone, and is not made again. Or, with project_id \
+            instead of alias: the memories of that project name someone else by this name, so the name gets an \
+            entity of its own there (undone by splitting the name off that entity again).",
         read_only: false,
         destructive: false,
     },

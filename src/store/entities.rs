@@ -14,13 +14,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{AgentId, MemoryId};
-use mnemos_actors::policy::aliases::{resolve, stated_aliases, StatedAlias};
+use mnemos_actors::policy::aliases::{stated_aliases, StatedAlias};
 use mnemos_actors::policy::entities::{extract, EntityKind};
 use mnemos_actors::policy::facts::{extract_facts, FactObservation};
 use mnemos_actors::policy::model_entities::{ground, ModelNamed};
 use mnemos_actors::policy::profiles::PROFILE_KEY;
 use mnemos_actors::store::entities::{
-    entity_id, Entity, EntityIndex, EntityMentionRef, EntityMerge, EntityQuery, FactQuery,
+    entity_id, Entity, EntityAliases, EntityIndex, EntityMentionRef, EntityMerge, EntityQuery,
+    FactQuery,
 };
 use mnemos_actors::store::{ProjectedChange, Projection};
 
@@ -59,7 +60,7 @@ const INSERT_MENTION: &str = "INSERT INTO entity_mentions \
 
 /// Columns of a merge, for reads.
 const MERGE_SELECT: &str = "SELECT id, agent_id, alias_key, name_key, origin, memory_id, \
-     created_at, undone_at FROM entity_merges";
+     created_at, undone_at, project_id FROM entity_merges";
 
 /// Record one claim of a fact (a repeated apply changes nothing).
 const INSERT_CLAIM: &str = "INSERT INTO entity_facts \
@@ -78,9 +79,9 @@ pub struct EntityProjection<D: Dialect> {
     /// Keys each agent's entities have, as last read or written: a sentence-initial
     /// word matching one is a name. Dropped for an agent whose entities were removed.
     known: Mutex<HashMap<AgentId, HashSet<String>>>,
-    /// Each agent's merged aliases (alias key → the key it stands for), as last read;
+    /// Each agent's merged aliases (everywhere and per project), as last read;
     /// dropped whenever a merge is recorded or undone.
-    aliases: Mutex<HashMap<AgentId, HashMap<String, String>>>,
+    aliases: Mutex<HashMap<AgentId, EntityAliases>>,
     /// Where applied memories wait for the inner-thought model to name what they
     /// name (None: the rules alone).
     naming: Option<Arc<NamingQueue>>,
@@ -194,23 +195,35 @@ impl<D: Dialect> EntityProjection<D> {
         Ok(keys)
     }
 
-    /// `agent`'s merged aliases (alias key → key): kept, or read on `conn` and kept.
+    /// `agent`'s merged aliases in force: kept, or read on `conn` and kept.
     async fn aliases_on(
         &self,
         conn: &mut D::Connection,
         agent: &AgentId,
-    ) -> MemoryResult<HashMap<String, String>> {
+    ) -> MemoryResult<EntityAliases> {
         if let Some(aliases) = self.aliases.lock().ok().and_then(|a| a.get(agent).cloned()) {
             return Ok(aliases);
         }
         let statement = Statement::new(
-            "SELECT alias_key, name_key FROM entity_merges \
+            "SELECT alias_key, name_key, project_id FROM entity_merges \
              WHERE agent_id = $1 AND undone_at IS NULL ORDER BY created_at, id",
             [Arg::Text(agent.as_str())],
         );
-        let mut aliases = HashMap::new();
+        let mut aliases = EntityAliases::default();
         for row in rows::<D>(conn, &statement).await? {
-            aliases.insert(row.text("alias_key")?, row.text("name_key")?);
+            let (alias, name) = (row.text("alias_key")?, row.text("name_key")?);
+            match row.optional_text("project_id")? {
+                Some(project) => {
+                    aliases
+                        .by_project
+                        .entry(project)
+                        .or_default()
+                        .insert(alias, name);
+                }
+                None => {
+                    aliases.global.insert(alias, name);
+                }
+            }
         }
         if let Ok(mut cache) = self.aliases.lock() {
             cache.insert(agent.clone(), aliases.clone());
@@ -242,7 +255,7 @@ impl<D: Dialect> EntityProjection<D> {
         let seen = rows::<D>(
             conn,
             &Statement::new(
-                "SELECT id FROM entity_merges WHERE agent_id = $1 AND \
+                "SELECT id FROM entity_merges WHERE agent_id = $1 AND project_id IS NULL AND \
                  ((alias_key = $2 AND (name_key = $3 OR undone_at IS NULL)) \
                   OR (alias_key = $3 AND name_key = $2))",
                 [
@@ -259,8 +272,7 @@ impl<D: Dialect> EntityProjection<D> {
         self.insert_merge(
             conn,
             agent,
-            &stated.alias,
-            &stated.name,
+            (&stated.alias, &stated.name, None),
             "stated",
             Some(memory),
             at,
@@ -269,14 +281,13 @@ impl<D: Dialect> EntityProjection<D> {
         Ok(true)
     }
 
-    /// Insert a merge row and drop the kept aliases of its agent.
-    #[allow(clippy::too_many_arguments)] // one row's columns
+    /// Insert a merge row (`alias` into `name`, in `project` or everywhere) and drop
+    /// the kept aliases of its agent.
     async fn insert_merge(
         &self,
         conn: &mut D::Connection,
         agent: &AgentId,
-        alias: &str,
-        name: &str,
+        (alias, name, project): (&str, &str, Option<&str>),
         origin: &str,
         memory: Option<&MemoryId>,
         at: DateTime<Utc>,
@@ -285,8 +296,8 @@ impl<D: Dialect> EntityProjection<D> {
         run::<D>(
             conn,
             &Statement::new(
-                "INSERT INTO entity_merges (id, agent_id, alias_key, name_key, origin, memory_id, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO entity_merges (id, agent_id, alias_key, name_key, origin, memory_id, \
+                 created_at, project_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 [
                     Arg::Text(&id),
                     Arg::Text(agent.as_str()),
@@ -295,6 +306,7 @@ impl<D: Dialect> EntityProjection<D> {
                     Arg::Text(origin),
                     Arg::OptionalText(memory.map(|m| m.0.as_str())),
                     Arg::Time(at),
+                    Arg::OptionalText(project),
                 ],
             ),
         )
@@ -308,6 +320,7 @@ impl<D: Dialect> EntityProjection<D> {
             memory_id: memory.cloned(),
             created_at: at,
             undone_at: None,
+            project_id: project.map(str::to_string),
         })
     }
 
@@ -362,7 +375,7 @@ impl<D: Dialect> EntityProjection<D> {
         let current = rows::<D>(
             conn,
             &Statement::new(
-                "SELECT content, content_hash, occurred_at, status, metadata FROM memories \
+                "SELECT content, content_hash, occurred_at, status, metadata, project_id FROM memories \
                  WHERE id = $1 AND agent_id = $2 \
                  AND status IN ('active', 'superseded', 'stale')",
                 [Arg::Text(&id.0), Arg::Text(agent.as_str())],
@@ -426,8 +439,9 @@ impl<D: Dialect> EntityProjection<D> {
                 }
             }
         }
+        let project = row.optional_text("project_id")?;
         let aliases = self.aliases_on(conn, agent).await?;
-        let key_of = |key: &str| resolve(key, &aliases).to_string();
+        let key_of = |key: &str| aliases.resolve(key, project.as_deref());
         for (ordinal, claim) in claims.into_iter().enumerate() {
             let value_key = if claim.value_is_entity {
                 key_of(&claim.value_key)
@@ -675,6 +689,7 @@ fn merge_row<R: Columns>(row: &R) -> MemoryResult<EntityMerge> {
         memory_id: row.optional_text("memory_id")?.map(MemoryId),
         created_at: row.time("created_at")?,
         undone_at: row.optional_time("undone_at")?,
+        project_id: row.optional_text("project_id")?,
     })
 }
 
@@ -966,9 +981,9 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         let mut out: Vec<String> = Vec::new();
         for candidate in candidates {
             // A merged alias stands for the entity it was merged into.
-            let key = resolve(candidate, &aliases);
-            if known.contains(key) && !out.iter().any(|k| k == key) {
-                out.push(key.to_string());
+            let key = aliases.resolve(candidate, None);
+            if known.contains(&key) && !out.contains(&key) {
+                out.push(key);
             }
         }
         Ok(out)
@@ -991,7 +1006,14 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         let alias = Self::entity_on(&mut tx, agent, id, "id").await?;
         let name = Self::entity_on(&mut tx, agent, into, "into").await?;
         let merge = self
-            .insert_merge(&mut tx, agent, &alias.key, &name.key, "user", None, at)
+            .insert_merge(
+                &mut tx,
+                agent,
+                (&alias.key, &name.key, None),
+                "user",
+                None,
+                at,
+            )
             .await?;
         let mut pass = Pass::default();
         pass.merged.push((agent.clone(), alias.key.clone()));
@@ -1020,8 +1042,19 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         )
         .await?;
         let aliases = self.aliases_on(&mut tx, agent).await?;
-        let mut merge = match found.first() {
-            Some(row) if resolve(&alias, &aliases) == entity.key => merge_row(row)?,
+        // A merge everywhere that (through others) leads to the entity, or a name split
+        // off for a project into exactly this entity.
+        let undone = found
+            .iter()
+            .map(merge_row)
+            .collect::<MemoryResult<Vec<_>>>()?
+            .into_iter()
+            .find(|merge| match &merge.project_id {
+                Some(_) => merge.name == entity.key,
+                None => aliases.resolve(&alias, None) == entity.key,
+            });
+        let mut merge = match undone {
+            Some(merge) => merge,
             _ => {
                 return Err(MemoryError {
                     field: Some("alias".into()),
@@ -1061,7 +1094,56 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
         self.close_pass(tx, pass, agent).await
     }
 
-    async fn aliases(&self, agent: &AgentId) -> MemoryResult<HashMap<String, String>> {
+    async fn split_project(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        project: &str,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge> {
+        let mut tx = self.store.write_transaction().await?;
+        let entity = Self::entity_on(&mut tx, agent, id, "id").await?;
+        let named_there = rows::<D>(
+            &mut tx,
+            &Statement::new(
+                "SELECT 1 AS one FROM entity_mentions m JOIN memories x ON x.id = m.memory_id \
+                 WHERE m.entity_id = $1 AND x.project_id = $2 LIMIT 1",
+                [Arg::Text(&entity.id), Arg::Text(project)],
+            ),
+        )
+        .await?;
+        if named_there.is_empty() {
+            return Err(MemoryError::invalid(
+                "project_id",
+                format!(
+                    "no memory of project {project} names entity {id}: there is nothing to split off"
+                ),
+            ));
+        }
+        let scoped = mnemos_actors::store::entities::project_key(&entity.key, project);
+        let merge = self
+            .insert_merge(
+                &mut tx,
+                agent,
+                (&entity.key, &scoped, Some(project)),
+                "user",
+                None,
+                at,
+            )
+            .await?;
+        // Everything naming the entity is read again: the project's memories now name
+        // the split-off entity.
+        let mut pass = Pass::default();
+        for memory in Self::memories_with_keys(&mut tx, agent, &[entity.key.as_str()]).await? {
+            self.index_memory(&mut tx, &memory, agent, false, &mut pass)
+                .await?;
+            pass.reannounce.push(memory);
+        }
+        self.close_pass(tx, pass, agent).await?;
+        Ok(merge)
+    }
+
+    async fn aliases(&self, agent: &AgentId) -> MemoryResult<EntityAliases> {
         let mut conn = self.store.connection().await?;
         self.aliases_on(&mut *conn, agent).await
     }

@@ -522,8 +522,8 @@ pub(crate) async fn import<D: Dialect>(
                 let merge = &found.merge;
                 let statement = Statement::new(
                     "INSERT INTO entity_merges (id, agent_id, alias_key, name_key, origin, \
-                     memory_id, created_at, undone_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                     ON CONFLICT DO NOTHING",
+                     memory_id, created_at, undone_at, project_id) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
                     [
                         Arg::Text(&merge.id),
                         Arg::Text(found.agent_id.as_str()),
@@ -533,6 +533,7 @@ pub(crate) async fn import<D: Dialect>(
                         Arg::OptionalText(merge.memory_id.as_ref().map(|m| m.0.as_str())),
                         Arg::Time(merge.created_at),
                         Arg::OptionalTime(merge.undone_at),
+                        Arg::OptionalText(merge.project_id.as_deref()),
                     ],
                 );
                 outcome(run::<D>(&mut tx, &statement).await?)

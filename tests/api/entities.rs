@@ -946,3 +946,168 @@ async fn a_real_llm_names_entities_in_the_background_checked_against_the_text() 
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_name_for_two_people_in_two_projects_is_split_by_project_and_joined_again() {
+    let app = spawn_app().await;
+    for project in ["atlas", "borealis"] {
+        let created = app
+            .client
+            .put(format!("{}/v1/projects/{project}", app.address))
+            .json(&json!({"agent_id": "two"}))
+            .send()
+            .await
+            .unwrap();
+        assert_status(created, StatusCode::OK).await;
+    }
+    let build = app
+        .remember(
+            "two",
+            "Later, Alex fixed the build pipeline.",
+            json!({"project_id": "atlas"}),
+        )
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lease = app
+        .remember(
+            "two",
+            "Later, Alex signed the lease for the new office.",
+            json!({"project_id": "borealis"}),
+        )
+        .await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let alexes = || async {
+        let listed = app.entities("two", "q=alex").await;
+        listed["entities"].as_array().cloned().unwrap_or_default()
+    };
+    let one = eventually(Duration::from_secs(15), || async {
+        alexes().await.first().is_some_and(|e| e["mentions"] == 2)
+    })
+    .await;
+    assert!(one, "{:?}", alexes().await);
+    let alex = alexes().await[0]["id"].as_str().unwrap().to_string();
+
+    // Borealis's Alex is someone else: the name gets its own entity there.
+    let split = assert_status(
+        app.post(
+            &format!("/v1/entities/{alex}/split"),
+            &json!({"agent_id": "two", "project_id": "borealis"}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(split["merge"]["project_id"], "borealis", "{split}");
+    assert_eq!(split["merge"]["name"], "alex (borealis)", "{split}");
+    let theirs = split["entity"]["id"].as_str().unwrap().to_string();
+    assert_ne!(theirs, alex);
+    let two = alexes().await;
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert!(
+        two.iter()
+            .all(|e| e["name"] == "Alex" && e["mentions"] == 1),
+        "{two:?}"
+    );
+    let named = |id: String| {
+        let app = &app;
+        async move {
+            app.entity("two", &id).await["memories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["memory"]["id"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(named(alex.clone()).await, vec![build]);
+    assert_eq!(named(theirs.clone()).await, vec![lease.clone()]);
+    // A new memory of the project names the split-off entity too.
+    app.remember(
+        "two",
+        "Later, Alex moved the office plants.",
+        json!({"project_id": "borealis"}),
+    )
+    .await;
+    let followed = eventually(Duration::from_secs(15), || async {
+        named(theirs.clone()).await.len() == 2
+    })
+    .await;
+    assert!(followed, "{}", app.entity("two", &theirs).await);
+    // Recall inside the project finds its Alex through the entity index.
+    let asked = app
+        .recall(
+            "two",
+            "What did Alex sign?",
+            json!({"project_id": "borealis", "debug": true}),
+        )
+        .await;
+    let hit = asked["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["memory"]["id"] == lease.as_str())
+        .unwrap_or_else(|| panic!("{asked}"));
+    assert!(
+        hit["matched_by"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("entity")),
+        "{asked}"
+    );
+
+    // Refusals: both or neither, a project that names nothing of it, an unknown one.
+    for (body, status, field) in [
+        (
+            json!({"agent_id": "two", "alias": "x", "project_id": "atlas"}),
+            StatusCode::BAD_REQUEST,
+            "project_id",
+        ),
+        (json!({"agent_id": "two"}), StatusCode::BAD_REQUEST, "alias"),
+        (
+            json!({"agent_id": "two", "project_id": "borealis"}),
+            StatusCode::BAD_REQUEST,
+            "project_id",
+        ),
+        (
+            json!({"agent_id": "two", "project_id": "nowhere"}),
+            StatusCode::NOT_FOUND,
+            "project_id",
+        ),
+    ] {
+        let code = if status == StatusCode::NOT_FOUND {
+            "not_found"
+        } else {
+            "invalid_argument"
+        };
+        assert_error(
+            app.post(&format!("/v1/entities/{alex}/split"), &body).await,
+            status,
+            code,
+            Some(field),
+        )
+        .await;
+    }
+
+    // The same person after all: splitting the name off the project's entity joins
+    // them again, and the history keeps both steps.
+    assert_status(
+        app.post(
+            &format!("/v1/entities/{theirs}/split"),
+            &json!({"agent_id": "two", "alias": "alex"}),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    let joined = alexes().await;
+    assert_eq!(joined.len(), 1, "{joined:?}");
+    assert_eq!(joined[0]["id"], alex.as_str());
+    assert_eq!(joined[0]["mentions"], 3, "{joined:?}");
+    let history = app.entity("two", &alex).await["merges"].clone();
+    assert_eq!(history[0]["project_id"], "borealis", "{history}");
+    assert!(history[0]["undone_at"].is_string(), "{history}");
+}

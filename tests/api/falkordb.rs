@@ -383,17 +383,21 @@ fn expected_entities(agent: &str, texts: &[&str]) -> (i64, i64, i64) {
     expected_with_aliases(agent, texts, &Default::default())
 }
 
-/// [`expected_entities`] with the merged `aliases` (alias key → key) applied.
+/// [`expected_entities`] with the merged `aliases` (alias key → key, everywhere) applied.
 fn expected_with_aliases(
     agent: &str,
     texts: &[&str],
     aliases: &std::collections::HashMap<String, String>,
 ) -> (i64, i64, i64) {
+    let aliases = mnemos_actors::store::entities::EntityAliases {
+        global: aliases.clone(),
+        ..Default::default()
+    };
     let mut entities = std::collections::HashSet::new();
     let (mut mentions, mut relations) = (0, 0);
     for text in texts {
         let memory = mnemos_actors::testing::memory_fixture(agent, text, chrono::Utc::now());
-        let named = mnemos_actors::store::entities::named_in(&memory, aliases);
+        let named = mnemos_actors::store::entities::named_in(&memory, &aliases);
         mentions += named.entities.len() as i64;
         relations += named.relations.len() as i64;
         entities.extend(named.entities.into_iter().map(|e| e.id));

@@ -29,6 +29,7 @@ use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::clock::Clock;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::{AgentId, Association, Memory, MemoryId};
+use crate::store::entities::EntityAliases;
 use crate::store::{OutboxBounds, OutboxEntry, ProjectedChange, Projection, ProjectionReads};
 use crate::supervisor::InjectedFault;
 
@@ -98,9 +99,9 @@ pub trait ProjectionSource: Send + Sync {
     async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>>;
     /// The memories with these ids that exist (for projections that keep entities).
     async fn memories_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
-    /// The agent's merged entity aliases (alias key → key), for projections that keep
-    /// entities; none without an entity index.
-    async fn aliases_of(&self, agent: &AgentId) -> MemoryResult<HashMap<String, String>>;
+    /// The agent's merged entity aliases, for projections that keep entities; none
+    /// without an entity index.
+    async fn aliases_of(&self, agent: &AgentId) -> MemoryResult<EntityAliases>;
 }
 
 /// The service's [`ProjectionSource`]: the actors that own the system of record and the graph.
@@ -116,10 +117,10 @@ pub struct ActorSource {
 
 #[async_trait]
 impl ProjectionSource for ActorSource {
-    async fn aliases_of(&self, agent: &AgentId) -> MemoryResult<HashMap<String, String>> {
+    async fn aliases_of(&self, agent: &AgentId) -> MemoryResult<EntityAliases> {
         match &self.entities {
             Some(index) => index.aliases(agent).await,
-            None => Ok(HashMap::new()),
+            None => Ok(EntityAliases::default()),
         }
     }
     async fn outbox_bounds(&self) -> MemoryResult<OutboxBounds> {
@@ -205,14 +206,14 @@ async fn with_named(
         .into_iter()
         .map(|m| (m.id.clone(), m))
         .collect();
-    let mut aliases: HashMap<AgentId, HashMap<String, String>> = HashMap::new();
+    let mut aliases: HashMap<AgentId, EntityAliases> = HashMap::new();
     for memory in memories.values() {
         if !aliases.contains_key(&memory.agent_id) {
             let of_agent = source.aliases_of(&memory.agent_id).await?;
             aliases.insert(memory.agent_id.clone(), of_agent);
         }
     }
-    let none = HashMap::new();
+    let none = EntityAliases::default();
     for change in &mut changes {
         if let ProjectedChange::UpsertMemory { id, named, .. } = change {
             *named = Some(
@@ -431,7 +432,7 @@ pub async fn rebuild(
         let aliases = if projection.holds_entities() {
             source.aliases_of(&agent).await?
         } else {
-            HashMap::new()
+            EntityAliases::default()
         };
         for chunk in memories.chunks(batch.max(1)) {
             let changes: Vec<ProjectedChange> = chunk

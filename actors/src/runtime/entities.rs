@@ -241,6 +241,25 @@ pub(super) async fn split(
     index(rt)?.split(agent, id, alias, rt.now()).await
 }
 
+/// Give entity `id`'s name its own entity in `project`'s memories (see
+/// [`EntityIndex::split_project`]); the project must be the agent's.
+pub(super) async fn split_project(
+    rt: &Runtime,
+    agent: &AgentId,
+    id: &str,
+    project: &crate::projects::ProjectId,
+) -> MemoryResult<EntityMerge> {
+    rt.project(agent, project)
+        .await
+        .map_err(|error| MemoryError {
+            field: Some("project_id".into()),
+            ..error
+        })?;
+    index(rt)?
+        .split_project(agent, id, project.as_str(), rt.now())
+        .await
+}
+
 /// The keys among `candidates` that are entities of `agent`.
 pub(super) async fn known_keys(
     rt: &Runtime,

@@ -527,6 +527,17 @@ impl Runtime {
         entities::split(self, agent, id, alias).await
     }
 
+    /// Give entity `id`'s name its own entity in `project`'s memories (the same name
+    /// for someone else there); undone with [`Runtime::split_entity`] of its key.
+    pub async fn split_entity_by_project(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        project: &crate::projects::ProjectId,
+    ) -> MemoryResult<crate::store::entities::EntityMerge> {
+        entities::split_project(self, agent, id, project).await
+    }
+
     /// Whether this runtime keeps an entity index (SQL stores do, the in-memory one not).
     pub fn keeps_entities(&self) -> bool {
         self.inner.entities.is_some()

@@ -497,9 +497,17 @@ async fn entity_candidates(rt: &Runtime, plan: &Plan<'_>) -> Vec<(MemoryId, f64)
         .named(&input.agent_id, &plan.asked_words)
         .into_iter()
         .collect();
-    let candidates = crate::policy::entities::question_keys(&plan.search_text, &speakers);
+    let mut candidates = crate::policy::entities::question_keys(&plan.search_text, &speakers);
     if candidates.is_empty() {
         return Vec::new();
+    }
+    // In a project, a name split off for it is the one the question means.
+    if let Some(project) = &input.project_id {
+        let scoped: Vec<String> = candidates
+            .iter()
+            .map(|key| crate::store::entities::project_key(key, project.as_str()))
+            .collect();
+        candidates.extend(scoped);
     }
     let found = async {
         let keys = index.known_keys(&input.agent_id, &candidates).await?;

@@ -98,6 +98,36 @@ pub struct EntityMerge {
     pub created_at: DateTime<Utc>,
     /// When it was undone (split); None while it holds.
     pub undone_at: Option<DateTime<Utc>>,
+    /// The project it applies in: a name split off for one project's memories ("alex"
+    /// there is "alex (borealis)"); None: everywhere.
+    pub project_id: Option<String>,
+}
+
+/// An agent's merged aliases in force: everywhere, and per project (a name split off
+/// for one project's memories, resolved before the others).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EntityAliases {
+    /// Alias key → the key it stands for, in every memory.
+    pub global: std::collections::HashMap<String, String>,
+    /// Project → (alias key → key), in that project's memories only.
+    pub by_project: std::collections::HashMap<String, std::collections::HashMap<String, String>>,
+}
+
+impl EntityAliases {
+    /// The key `key` resolves to in a memory of `project` (None: outside projects).
+    pub fn resolve(&self, key: &str, project: Option<&str>) -> String {
+        let scoped = project
+            .and_then(|p| self.by_project.get(p))
+            .and_then(|aliases| aliases.get(key))
+            .map_or(key, String::as_str);
+        crate::policy::aliases::resolve(scoped, &self.global).to_string()
+    }
+}
+
+/// The key of `key` split off for `project`'s memories: "alex (borealis)". No text
+/// yields it (a key never ends in a bracket), so it never meets a name of a memory.
+pub fn project_key(key: &str, project: &str) -> String {
+    format!("{key} ({project})")
 }
 
 /// Reads of the entity index, and the merges a person makes or undoes in it.
@@ -145,6 +175,16 @@ pub trait EntityIndex: Send + Sync + 'static {
         into: &str,
         at: DateTime<Utc>,
     ) -> MemoryResult<EntityMerge>;
+    /// Give entity `id`'s name its own entity in `project`'s memories (the same name
+    /// for someone else there): recorded at `at` as a merge of the entity's key into
+    /// [`project_key`] for that project, undone like any merge.
+    async fn split_project(
+        &self,
+        agent: &AgentId,
+        id: &str,
+        project: &str,
+        at: DateTime<Utc>,
+    ) -> MemoryResult<EntityMerge>;
     /// Undo the merge of `alias` into entity `id` (a split): what names the alias
     /// names its own entity again; the merge stays in the history, undone at `at`.
     async fn split(
@@ -159,11 +199,8 @@ pub trait EntityIndex: Send + Sync + 'static {
     /// Merges of `aliases` were written behind the index's back (an import): forget
     /// what is kept of the agent's aliases and read again what names them.
     async fn merges_imported(&self, agent: &AgentId, aliases: &[String]) -> MemoryResult<()>;
-    /// The agent's merged aliases in force (alias key → the key it stands for).
-    async fn aliases(
-        &self,
-        agent: &AgentId,
-    ) -> MemoryResult<std::collections::HashMap<String, String>>;
+    /// The agent's merged aliases in force, everywhere and per project.
+    async fn aliases(&self, agent: &AgentId) -> MemoryResult<EntityAliases>;
 }
 
 /// Who and what an upserted memory names and the relationships between them it
@@ -206,17 +243,15 @@ pub struct NamedRelation {
 /// What `memory` names and the relationships it states: nothing unless it is active
 /// (what recall may see), the same rules as the SQL entity index, without the agent's
 /// known names (so a sentence-initial name that only they vouch for is left out);
-/// every key resolved through the agent's merged `aliases` (alias key → key), so a
-/// merged alias is the entity it stands for there too.
-pub fn named_in(
-    memory: &crate::model::Memory,
-    aliases: &std::collections::HashMap<String, String>,
-) -> NamedInMemory {
+/// every key resolved through the agent's merged `aliases` (those of the memory's
+/// project first), so a merged alias is the entity it stands for there too.
+pub fn named_in(memory: &crate::model::Memory, aliases: &EntityAliases) -> NamedInMemory {
     if memory.status != crate::model::MemoryStatus::Active {
         return NamedInMemory::default();
     }
     let agent = &memory.agent_id;
-    let key_of = |key: &str| crate::policy::aliases::resolve(key, aliases).to_string();
+    let project = memory.project_id.as_ref().map(|p| p.as_str());
+    let key_of = |key: &str| aliases.resolve(key, project);
     let mentions = crate::policy::entities::extract(&memory.content, &Default::default());
     let mut entities: Vec<NamedEntity> = Vec::new();
     for mention in &mentions {
@@ -318,8 +353,16 @@ mod tests {
             &Default::default(),
         );
         assert_eq!(archived, NamedInMemory::default());
-        // A merged alias is the entity it stands for.
-        let aliases = [("bob".to_string(), "robert".to_string())].into();
+        // A merged alias is the entity it stands for; a name split off for a project
+        // is its own entity in that project's memories.
+        let aliases = EntityAliases {
+            global: [("bob".to_string(), "robert".to_string())].into(),
+            by_project: [(
+                "vault".to_string(),
+                [("acme corp".to_string(), project_key("acme corp", "vault"))].into(),
+            )]
+            .into(),
+        };
         let merged = named_in(
             &memory(
                 "Later, Bob joined Acme Corp.",
@@ -330,5 +373,18 @@ mod tests {
         assert_eq!(merged.entities[0].key, "robert");
         assert_eq!(merged.entities[0].name, "Bob");
         assert_eq!(merged.relations[0].from_id, entity_id(&ana, "robert"));
+        assert_eq!(merged.entities[1].key, "acme corp");
+        let mut in_vault = memory(
+            "Later, Bob joined Acme Corp.",
+            crate::model::MemoryStatus::Active,
+        );
+        in_vault.project_id = Some(crate::projects::ProjectId::parse("vault").unwrap());
+        let scoped = named_in(&in_vault, &aliases);
+        assert_eq!(scoped.entities[1].key, "acme corp (vault)");
+        assert_eq!(scoped.entities[1].name, "Acme Corp");
+        assert_eq!(
+            scoped.relations[0].to_id,
+            entity_id(&ana, "acme corp (vault)")
+        );
     }
 }

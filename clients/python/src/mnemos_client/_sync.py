@@ -607,10 +607,18 @@ class Entities(_Resource):
             "POST", f"/v1/entities/{seg(entity_id)}/merge", MergeResult, json=payload
         )
 
-    def split(self, entity_id: str, *, alias: str, agent_id: Optional[str] = None) -> MergeResult:
+    def split(
+        self,
+        entity_id: str,
+        *,
+        alias: Optional[str] = None,
+        project_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+    ) -> MergeResult:
         """Split ``alias`` off entity ``entity_id`` again (``POST /v1/entities/{id}/split``),
-        undoing its merge."""
-        payload = body(alias=alias, agent_id=self._agent(agent_id))
+        undoing its merge; or, with ``project_id``, give the name its own entity in that
+        project's memories (the same name for someone else there)."""
+        payload = body(alias=alias, project_id=project_id, agent_id=self._agent(agent_id))
         return self._client._call(
             "POST", f"/v1/entities/{seg(entity_id)}/split", MergeResult, json=payload
         )

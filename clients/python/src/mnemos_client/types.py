@@ -683,6 +683,7 @@ class EntityMergeRecord(Model):
     created_at: datetime
     memory_id: Optional[str] = None
     undone_at: Optional[datetime] = None
+    project_id: Optional[str] = None
     extra: Dict[str, Any] = _extra()
 
 
