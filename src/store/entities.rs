@@ -78,10 +78,10 @@ pub struct EntityProjection<D: Dialect> {
     store: SqlStore<D>,
     /// Keys each agent's entities have, as last read or written: a sentence-initial
     /// word matching one is a name. Dropped for an agent whose entities were removed.
-    known: Mutex<HashMap<AgentId, HashSet<String>>>,
+    known: Mutex<HashMap<AgentId, Arc<HashSet<String>>>>,
     /// Each agent's merged aliases (everywhere and per project), as last read;
     /// dropped whenever a merge is recorded or undone.
-    aliases: Mutex<HashMap<AgentId, EntityAliases>>,
+    aliases: Mutex<HashMap<AgentId, Arc<EntityAliases>>>,
     /// Where applied memories wait for the inner-thought model to name what they
     /// name (None: the rules alone).
     naming: Option<Arc<NamingQueue>>,
@@ -171,12 +171,13 @@ impl<D: Dialect> EntityProjection<D> {
     }
 
     /// The keys `agent`'s entities have: kept, or read on `conn` (inside the caller's
-    /// transaction, or on a pool connection) and kept.
+    /// transaction, or on a pool connection) and kept. Shared, not copied: an agent
+    /// with many entities costs nothing per memory.
     async fn known_on(
         &self,
         conn: &mut D::Connection,
         agent: &AgentId,
-    ) -> MemoryResult<HashSet<String>> {
+    ) -> MemoryResult<Arc<HashSet<String>>> {
         if let Some(keys) = self.known.lock().ok().and_then(|k| k.get(agent).cloned()) {
             return Ok(keys);
         }
@@ -184,23 +185,26 @@ impl<D: Dialect> EntityProjection<D> {
             "SELECT entity_key FROM entities WHERE agent_id = $1",
             [Arg::Text(agent.as_str())],
         );
-        let keys: HashSet<String> = rows::<D>(conn, &statement)
-            .await?
-            .iter()
-            .map(|row| row.text("entity_key"))
-            .collect::<MemoryResult<_>>()?;
+        let keys: Arc<HashSet<String>> = Arc::new(
+            rows::<D>(conn, &statement)
+                .await?
+                .iter()
+                .map(|row| row.text("entity_key"))
+                .collect::<MemoryResult<_>>()?,
+        );
         if let Ok(mut known) = self.known.lock() {
             known.insert(agent.clone(), keys.clone());
         }
         Ok(keys)
     }
 
-    /// `agent`'s merged aliases in force: kept, or read on `conn` and kept.
+    /// `agent`'s merged aliases in force: kept (shared, not copied), or read on `conn`
+    /// and kept.
     async fn aliases_on(
         &self,
         conn: &mut D::Connection,
         agent: &AgentId,
-    ) -> MemoryResult<EntityAliases> {
+    ) -> MemoryResult<Arc<EntityAliases>> {
         if let Some(aliases) = self.aliases.lock().ok().and_then(|a| a.get(agent).cloned()) {
             return Ok(aliases);
         }
@@ -225,6 +229,7 @@ impl<D: Dialect> EntityProjection<D> {
                 }
             }
         }
+        let aliases = Arc::new(aliases);
         if let Ok(mut cache) = self.aliases.lock() {
             cache.insert(agent.clone(), aliases.clone());
         }
@@ -609,7 +614,9 @@ impl<D: Dialect> EntityProjection<D> {
         if let Ok(mut known) = self.known.lock() {
             for (agent, key) in pass.learned {
                 if let Some(keys) = known.get_mut(&agent) {
-                    keys.insert(key);
+                    if !keys.contains(&key) {
+                        Arc::make_mut(keys).insert(key);
+                    }
                 }
             }
             // Entities went away: read the keys again next time.
@@ -1145,7 +1152,9 @@ impl<D: Dialect> EntityIndex for EntityProjection<D> {
 
     async fn aliases(&self, agent: &AgentId) -> MemoryResult<EntityAliases> {
         let mut conn = self.store.connection().await?;
-        self.aliases_on(&mut *conn, agent).await
+        Ok(Arc::unwrap_or_clone(
+            self.aliases_on(&mut *conn, agent).await?,
+        ))
     }
 
     async fn merges(&self, agent: &AgentId, key: Option<&str>) -> MemoryResult<Vec<EntityMerge>> {
