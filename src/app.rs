@@ -134,18 +134,30 @@ impl Services {
         &self.record
     }
 
-    /// Open the data directory and start the runtime.
+    /// Open the data directory and start the runtime, for a process that serves
+    /// (`serve`, `mcp`): background work such as a model naming entities runs.
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
-        Self::open_with(settings, false).await
+        Self::open_with(settings, false, true).await
+    }
+
+    /// Open for one command that closes again at once (the CLI, `bench`, `eval`):
+    /// no background task that would only start to be stopped (a model naming
+    /// entities waits for the next server).
+    pub async fn open_for_command(settings: &Settings) -> anyhow::Result<Self> {
+        Self::open_with(settings, false, false).await
     }
 
     /// Open for `mnemos reindex --reembed`: the runtime starts even when the stored
     /// vectors' model cannot be built here (nothing but the re-embedding embeds then).
     pub async fn open_for_reembed(settings: &Settings) -> anyhow::Result<Self> {
-        Self::open_with(settings, true).await
+        Self::open_with(settings, true, false).await
     }
 
-    async fn open_with(settings: &Settings, allow_unavailable: bool) -> anyhow::Result<Self> {
+    async fn open_with(
+        settings: &Settings,
+        allow_unavailable: bool,
+        serving: bool,
+    ) -> anyhow::Result<Self> {
         let lock = DataDirLock::acquire(&settings.data_dir)?;
         let record = SystemOfRecord::open(settings)
             .await
@@ -161,7 +173,13 @@ impl Services {
         let (thought, arbiter) = crate::thought::from_settings(&settings.inner_thought);
         let mut projections = projections(settings, embedder.as_ref()).await?;
         // The entity index lives in the system of record's database, kept like the others.
-        let (entity_projection, entity_index, naming) = record.entity_index(&thought);
+        // Only a serving process asks the model what its memories name.
+        let naming_thought: Arc<dyn mnemos_actors::thought::InnerThought> = if serving {
+            thought.clone()
+        } else {
+            Arc::new(mnemos_actors::thought::RuleThought)
+        };
+        let (entity_projection, entity_index, naming) = record.entity_index(&naming_thought);
         projections.push(entity_projection);
         let working = crate::working::from_settings(&settings.working)
             .await

@@ -357,7 +357,7 @@ fn failed(error: mnemos_actors::MemoryError) -> anyhow::Error {
 }
 
 async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<BenchReport> {
-    let services = Services::open(settings).await?;
+    let services = Services::open_for_command(settings).await?;
     let runtime = services.runtime.clone();
     let existing = runtime.count().await.map_err(failed)?;
     anyhow::ensure!(
@@ -792,7 +792,7 @@ async fn restart_and_sleep(
     args: &BenchArgs,
 ) -> anyhow::Result<RestartFigures> {
     let started = Instant::now();
-    let reopened = Services::open(settings).await?;
+    let reopened = Services::open_for_command(settings).await?;
     let ready = started.elapsed();
     let indexed = reopened
         .runtime

@@ -467,7 +467,7 @@ async fn evaluate_in(
     samples: &[Sample],
     dump: Option<&Path>,
 ) -> anyhow::Result<LocomoReport> {
-    let services = Services::open(settings).await?;
+    let services = Services::open_for_command(settings).await?;
     let mut dump = match dump {
         Some(path) => Some(Dump {
             out: std::io::BufWriter::new(

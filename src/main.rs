@@ -346,7 +346,7 @@ async fn main() -> anyhow::Result<()> {
             transfer::restore(&settings, &file, force, json).await?
         }
         Command::Migrate => {
-            let services = Services::open(&settings).await?;
+            let services = Services::open_for_command(&settings).await?;
             let count = services.runtime.count().await.map_err(user_error)?;
             let applied = match settings.storage.backend.as_str() {
                 "postgres" => mnemos::store::postgres::MIGRATOR.iter().count(),
@@ -371,7 +371,7 @@ async fn main() -> anyhow::Result<()> {
             result?;
         }
         command => {
-            let services = Services::open(&settings).await?;
+            let services = Services::open_for_command(&settings).await?;
             let result = run_command(&services, &caller, command, json).await;
             services.close().await?;
             result?;
