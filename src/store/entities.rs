@@ -352,25 +352,18 @@ impl<D: Dialect> EntityProjection<D> {
         {
             pass.refresh.insert(row.text("entity_id")?);
         }
-        run::<D>(
-            conn,
-            &Statement::new(
-                "DELETE FROM entity_facts WHERE memory_id = $1",
-                [Arg::Text(&id.0)],
-            ),
-        )
-        .await?;
+        // Its claims go; what the model said of it goes only with the memory itself.
+        let gone: &[&str] = if deleted {
+            &["entity_facts", "entity_model_answers"]
+        } else {
+            &["entity_facts"]
+        };
+        for table in gone {
+            let statement = format!("DELETE FROM {table} WHERE memory_id = $1");
+            run::<D>(conn, &Statement::new(statement, [Arg::Text(&id.0)])).await?;
+        }
         pass.touched.insert(agent.clone());
         if deleted {
-            // What the model said of a deleted memory goes with it.
-            run::<D>(
-                conn,
-                &Statement::new(
-                    "DELETE FROM entity_model_answers WHERE memory_id = $1",
-                    [Arg::Text(&id.0)],
-                ),
-            )
-            .await?;
             return Ok(());
         }
         // The memory as it is now, read in this transaction: gone, archived or
