@@ -11,9 +11,14 @@
 //! deadlocking. A write that is one statement outside such a transaction is a
 //! [`Dialect::LoneWrite`]: SQLite runs it as its own transaction, PostgreSQL under the
 //! write lock, so that the outbox entries its triggers add commit in sequence order.
+//! Within one process, SQLite's writers first take their turn on an in-process queue
+//! ([`WriteTx`]): they wait in order and wake the moment the writer before them
+//! finishes, where SQLite's busy handler would poll with sleeps of up to 100 ms.
 
 use std::fmt;
-use std::ops::DerefMut;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use mnemos_actors::error::{MemoryError, MemoryResult};
@@ -78,6 +83,12 @@ pub trait Dialect: Database<Row: Columns> + Sync {
         conn: &mut Self::Connection,
         statement: &Statement<'_>,
     ) -> Result<u64, sqlx::Error>;
+
+    /// The in-process queue this process's writers take turns on before they ask the
+    /// database for its write lock (none: the database queues them itself).
+    fn write_queue(_state: &Self::State) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        None
+    }
 
     /// Begin a transaction holding the store's write lock.
     async fn write_transaction(pool: &Pool<Self>) -> MemoryResult<Transaction<'static, Self>>;
@@ -166,8 +177,37 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// A transaction holding the write lock.
-    pub(crate) async fn write_transaction(&self) -> MemoryResult<Transaction<'static, D>> {
-        D::write_transaction(&self.pool).await
+    pub(crate) async fn write_transaction(&self) -> MemoryResult<WriteTx<D>> {
+        let turn = self.write_turn().await?;
+        Ok(WriteTx {
+            tx: D::write_transaction(&self.pool).await?,
+            _turn: turn,
+        })
+    }
+
+    /// The transaction that appends a session message (see [`Dialect::session_transaction`]).
+    pub(crate) async fn session_transaction(&self) -> MemoryResult<WriteTx<D>> {
+        let turn = self.write_turn().await?;
+        Ok(WriteTx {
+            tx: D::session_transaction(&self.pool).await?,
+            _turn: turn,
+        })
+    }
+
+    /// This process's turn to write, where the dialect queues writers in process; the
+    /// wait is bounded like the database's own busy timeout.
+    pub(crate) async fn write_turn(&self) -> MemoryResult<Option<WriteTurn>> {
+        let Some(queue) = D::write_queue(&self.state) else {
+            return Ok(None);
+        };
+        match tokio::time::timeout(WRITE_TURN_WAIT, queue.lock_owned()).await {
+            Ok(turn) => Ok(Some(turn)),
+            Err(_) => Err(MemoryError::unavailable(format!(
+                "{} is busy: no turn to write within {} s",
+                D::STORE_NAME,
+                WRITE_TURN_WAIT.as_secs()
+            ))),
+        }
     }
 
     /// Run a statement on a pool connection, returning its rows.
@@ -245,6 +285,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Run one write statement as a lone write, returning how many rows it changed.
     pub(crate) async fn run_alone(&self, statement: &Statement<'_>) -> MemoryResult<u64> {
+        let _turn = self.write_turn().await?;
         let mut write = D::begin_lone_write(&self.pool).await?;
         let changed = run::<D>(&mut write, statement).await?;
         D::end_lone_write(write).await?;
@@ -321,9 +362,37 @@ pub(crate) async fn run<D: Dialect>(
     D::execute(conn, statement).await.map_err(D::backend_error)
 }
 
-/// Commit a transaction.
-pub(crate) async fn commit<D: Dialect>(tx: Transaction<'static, D>) -> MemoryResult<()> {
-    tx.commit().await.map_err(D::backend_error)
+/// How long a writer waits for its turn in the process's queue (as SQLite's busy timeout).
+const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
+
+/// A writer's place at the head of the in-process queue, held until it finishes.
+pub(crate) type WriteTurn = tokio::sync::OwnedMutexGuard<()>;
+
+/// A write transaction and, where the dialect queues writers in process, the turn it
+/// holds until it commits or is dropped (rolled back).
+pub(crate) struct WriteTx<D: Database> {
+    /// The database transaction.
+    tx: Transaction<'static, D>,
+    /// Released after the transaction ends: the next writer of this process goes then.
+    _turn: Option<WriteTurn>,
+}
+
+impl<D: Database> Deref for WriteTx<D> {
+    type Target = Transaction<'static, D>;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl<D: Database> DerefMut for WriteTx<D> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+/// Commit a write transaction, then give the turn to the next writer.
+pub(crate) async fn commit<D: Dialect>(tx: WriteTx<D>) -> MemoryResult<()> {
+    tx.tx.commit().await.map_err(D::backend_error)
 }
 
 /// Replace a memory inside a write transaction if its stored version is

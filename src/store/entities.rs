@@ -25,7 +25,7 @@ use mnemos_actors::store::entities::{
 };
 use mnemos_actors::store::{ProjectedChange, Projection};
 
-use super::dialect::{commit, rows, run, Dialect, SqlStore};
+use super::dialect::{commit, rows, run, Dialect, SqlStore, WriteTx};
 use super::model_entities::NamingQueue;
 use super::rows::Columns;
 use super::sql::{Arg, Statement};
@@ -36,10 +36,10 @@ const ENTITY_SELECT: &str =
      (SELECT COUNT(*) FROM entity_mentions m WHERE m.entity_id = e.id) AS mentions \
      FROM entities e";
 
-/// Create an entity (its name, kind and time span are then derived from its mentions).
-const INSERT_ENTITY: &str =
-    "INSERT INTO entities (id, agent_id, entity_key, name, kind, first_seen, last_seen) \
-     VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (agent_id, entity_key) DO NOTHING";
+/// Create entities, one row each in the VALUES that follow (their names, kinds and time
+/// spans are then derived from their mentions).
+const INSERT_ENTITIES: &str =
+    "INSERT INTO entities (id, agent_id, entity_key, name, kind, first_seen, last_seen) ";
 
 /// Derive an entity's name (the earliest mention's words, a mention by an alias only
 /// when there is no other), kind (the most frequent
@@ -54,19 +54,22 @@ const REFRESH_ENTITY: &str = "UPDATE entities SET \
      WHERE id = $1";
 
 /// Record one mention (a repeated apply changes nothing).
-const INSERT_MENTION: &str = "INSERT INTO entity_mentions \
-     (entity_id, memory_id, agent_id, surface, kind, start_at, end_at, occurred_at, via_alias, by_model) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING";
+const INSERT_MENTIONS: &str = "INSERT INTO entity_mentions \
+     (entity_id, memory_id, agent_id, surface, kind, start_at, end_at, occurred_at, via_alias, by_model) ";
 
 /// Columns of a merge, for reads.
 const MERGE_SELECT: &str = "SELECT id, agent_id, alias_key, name_key, origin, memory_id, \
      created_at, undone_at, project_id FROM entity_merges";
 
-/// Record one claim of a fact (a repeated apply changes nothing).
-const INSERT_CLAIM: &str = "INSERT INTO entity_facts \
+/// Rows per multi-row INSERT: 12 columns each stay far below SQLite's 32,766 bound
+/// parameters even for a memory naming thousands of things.
+const ROWS_PER_INSERT: usize = 500;
+
+/// Record claims of facts, one row each in the VALUES that follow (a repeated apply
+/// changes nothing).
+const INSERT_CLAIMS: &str = "INSERT INTO entity_facts \
      (memory_id, ordinal, agent_id, subject_key, subject, attribute, value, value_key, \
-      value_is_entity, ends, observed_at, by_model) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING";
+      value_is_entity, ends, observed_at, by_model) ";
 
 /// Entities of an agent that no active memory names any more.
 const DELETE_ORPHANS: &str = "DELETE FROM entities WHERE agent_id = $1 AND NOT EXISTS \
@@ -155,7 +158,7 @@ impl<D: Dialect> EntityProjection<D> {
     /// there) and commit.
     pub(crate) async fn index_again(
         &self,
-        mut tx: sqlx::Transaction<'static, D>,
+        mut tx: WriteTx<D>,
         id: &MemoryId,
         agent: &AgentId,
     ) -> MemoryResult<()> {
@@ -329,10 +332,7 @@ impl<D: Dialect> EntityProjection<D> {
         })
     }
 
-    /// Index one memory again in `conn`'s transaction: drop what it named and stated,
-    /// then (unless `deleted`) read it as it is now and record its mentions (active
-    /// memories only) and its claims of facts (active, superseded, stale), every key
-    /// resolved through the agent's aliases.
+    /// Index one memory again in `conn`'s transaction (see [`Self::index_memories`]).
     async fn index_memory(
         &self,
         conn: &mut D::Connection,
@@ -341,48 +341,84 @@ impl<D: Dialect> EntityProjection<D> {
         deleted: bool,
         pass: &mut Pass,
     ) -> MemoryResult<()> {
-        for row in rows::<D>(
-            conn,
-            &Statement::new(
-                "DELETE FROM entity_mentions WHERE memory_id = $1 RETURNING entity_id",
-                [Arg::Text(&id.0)],
-            ),
-        )
-        .await?
-        {
-            pass.refresh.insert(row.text("entity_id")?);
+        self.index_memories(conn, &[(id, agent, deleted)], pass)
+            .await
+    }
+
+    /// Index memories again in `conn`'s transaction, in order: drop what each named
+    /// and stated, then (unless deleted) read it as it is now and record its mentions
+    /// (active memories only) and its claims of facts (active, superseded, stale),
+    /// every key resolved through the agent's aliases. The drops and reads are one
+    /// statement per table for all of them: the projector's batches would otherwise
+    /// hold SQLite's one writer for a few statements per memory.
+    async fn index_memories(
+        &self,
+        conn: &mut D::Connection,
+        items: &[(&MemoryId, &AgentId, bool)],
+        pass: &mut Pass,
+    ) -> MemoryResult<()> {
+        let ids: Vec<&str> = items.iter().map(|(id, _, _)| id.0.as_str()).collect();
+        // What the model said of a memory goes only with the memory itself.
+        let deleted: Vec<&str> = items
+            .iter()
+            .filter(|(_, _, deleted)| *deleted)
+            .map(|(id, _, _)| id.0.as_str())
+            .collect();
+        let mut current: HashMap<String, D::Row> = HashMap::new();
+        for chunk in D::LISTS.chunks(&ids, 400) {
+            let mut dropped = Statement::new("DELETE FROM entity_mentions WHERE ", []);
+            dropped.push_in(D::LISTS, "memory_id", chunk.iter().copied());
+            dropped.push(" RETURNING entity_id");
+            for row in rows::<D>(conn, &dropped).await? {
+                pass.refresh.insert(row.text("entity_id")?);
+            }
+            let mut claims = Statement::new("DELETE FROM entity_facts WHERE ", []);
+            claims.push_in(D::LISTS, "memory_id", chunk.iter().copied());
+            run::<D>(conn, &claims).await?;
+            // The memories as they are now, read in this transaction: gone, archived
+            // or another agent's (never) means no mentions and no claims; a
+            // superseded or stale one keeps its claims (a contradiction closes a
+            // fact, it does not delete it) but names nothing for recall.
+            let mut read = Statement::new(
+                "SELECT id, agent_id, content, content_hash, occurred_at, status, metadata, \
+                 project_id FROM memories WHERE status IN ('active', 'superseded', 'stale') AND ",
+                [],
+            );
+            read.push_in(D::LISTS, "id", chunk.iter().copied());
+            for row in rows::<D>(conn, &read).await? {
+                current.insert(row.text("id")?, row);
+            }
         }
-        // Its claims go; what the model said of it goes only with the memory itself.
-        let gone: &[&str] = if deleted {
-            &["entity_facts", "entity_model_answers"]
-        } else {
-            &["entity_facts"]
-        };
-        for table in gone {
-            let statement = format!("DELETE FROM {table} WHERE memory_id = $1");
-            run::<D>(conn, &Statement::new(statement, [Arg::Text(&id.0)])).await?;
+        for chunk in D::LISTS.chunks(&deleted, 400) {
+            let mut answers = Statement::new("DELETE FROM entity_model_answers WHERE ", []);
+            answers.push_in(D::LISTS, "memory_id", chunk.iter().copied());
+            run::<D>(conn, &answers).await?;
         }
-        pass.touched.insert(agent.clone());
-        if deleted {
-            return Ok(());
+        for (id, agent, deleted) in items {
+            pass.touched.insert((*agent).clone());
+            if *deleted {
+                continue;
+            }
+            let Some(row) = current.get(&id.0) else {
+                continue;
+            };
+            if row.text("agent_id")? != agent.as_str() {
+                continue;
+            }
+            self.index_row(conn, id, agent, row, pass).await?;
         }
-        // The memory as it is now, read in this transaction: gone, archived or
-        // another agent's (never) means no mentions and no claims; a superseded or
-        // stale one keeps its claims (a contradiction closes a fact, it does not
-        // delete it) but names nothing for recall.
-        let current = rows::<D>(
-            conn,
-            &Statement::new(
-                "SELECT content, content_hash, occurred_at, status, metadata, project_id FROM memories \
-                 WHERE id = $1 AND agent_id = $2 \
-                 AND status IN ('active', 'superseded', 'stale')",
-                [Arg::Text(&id.0), Arg::Text(agent.as_str())],
-            ),
-        )
-        .await?;
-        let Some(row) = current.first() else {
-            return Ok(());
-        };
+        Ok(())
+    }
+
+    /// Record what the stored memory `row` names and states (see [`Self::index_memories`]).
+    async fn index_row(
+        &self,
+        conn: &mut D::Connection,
+        id: &MemoryId,
+        agent: &AgentId,
+        row: &D::Row,
+        pass: &mut Pass,
+    ) -> MemoryResult<()> {
         let (content, occurred_at) = (row.text("content")?, row.time("occurred_at")?);
         let active = row.text("status")? == "active";
         let metadata = row.json("metadata")?.ok();
@@ -440,61 +476,79 @@ impl<D: Dialect> EntityProjection<D> {
         let project = row.optional_text("project_id")?;
         let aliases = self.aliases_on(conn, agent).await?;
         let key_of = |key: &str| aliases.resolve(key, project.as_deref());
-        for (ordinal, claim) in claims.into_iter().enumerate() {
-            let value_key = if claim.value_is_entity {
-                key_of(&claim.value_key)
-            } else {
-                claim.value_key.clone()
-            };
-            run::<D>(
-                conn,
-                &Statement::new(
-                    INSERT_CLAIM,
+        // One statement per table for the whole memory (a memory names a few
+        // entities; a statement per row held the one SQLite writer many times longer).
+        let claim_keys: Vec<(String, String)> = claims
+            .iter()
+            .map(|claim| {
+                let value_key = if claim.value_is_entity {
+                    key_of(&claim.value_key)
+                } else {
+                    claim.value_key.clone()
+                };
+                (key_of(&claim.subject_key), value_key)
+            })
+            .collect();
+        let claim_rows: Vec<_> = claims.iter().zip(&claim_keys).enumerate().collect();
+        for chunk in claim_rows.chunks(ROWS_PER_INSERT) {
+            let mut insert = Statement::new(INSERT_CLAIMS, []);
+            insert.values(
+                chunk.iter().copied(),
+                |(ordinal, (claim, (subject_key, value_key)))| {
                     [
                         Arg::Text(&id.0),
                         Arg::Integer(ordinal as i64),
                         Arg::Text(agent.as_str()),
-                        Arg::Text(&key_of(&claim.subject_key)),
+                        Arg::Text(subject_key),
                         Arg::Text(&claim.subject),
                         Arg::Text(&claim.attribute),
                         Arg::Text(&claim.value),
-                        Arg::Text(&value_key),
+                        Arg::Text(value_key),
                         Arg::Flag(claim.value_is_entity),
                         Arg::Flag(claim.ends),
                         Arg::Time(occurred_at),
                         Arg::Flag(ordinal >= rule_claims),
-                    ],
-                ),
-            )
-            .await?;
+                    ]
+                },
+            );
+            insert.push(" ON CONFLICT DO NOTHING");
+            run::<D>(conn, &insert).await?;
         }
-        if !active {
+        if !active || mentions.is_empty() {
             return Ok(());
         }
-        for (place, mention) in mentions.into_iter().enumerate() {
-            let key = key_of(&mention.key);
-            let entity = entity_id(agent, &key);
-            run::<D>(
-                conn,
-                &Statement::new(
-                    INSERT_ENTITY,
+        let named: Vec<(String, String)> = mentions
+            .iter()
+            .map(|mention| {
+                let key = key_of(&mention.key);
+                (entity_id(agent, &key), key)
+            })
+            .collect();
+        let rows: Vec<_> = mentions.iter().zip(&named).enumerate().collect();
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut entities = Statement::new(INSERT_ENTITIES, []);
+            entities.values(
+                chunk.iter().map(|(_, row)| *row),
+                |(mention, (entity, key))| {
                     [
-                        Arg::Text(&entity),
+                        Arg::Text(entity),
                         Arg::Text(agent.as_str()),
-                        Arg::Text(&key),
+                        Arg::Text(key),
                         Arg::Text(&mention.surface),
                         Arg::Text(mention.kind.as_str()),
                         Arg::Time(occurred_at),
-                    ],
-                ),
-            )
-            .await?;
-            run::<D>(
-                conn,
-                &Statement::new(
-                    INSERT_MENTION,
+                        Arg::Time(occurred_at),
+                    ]
+                },
+            );
+            entities.push(" ON CONFLICT (agent_id, entity_key) DO NOTHING");
+            run::<D>(conn, &entities).await?;
+            let mut insert = Statement::new(INSERT_MENTIONS, []);
+            insert.values(
+                chunk.iter().copied(),
+                |(place, (mention, (entity, key)))| {
                     [
-                        Arg::Text(&entity),
+                        Arg::Text(entity),
                         Arg::Text(&id.0),
                         Arg::Text(agent.as_str()),
                         Arg::Text(&mention.surface),
@@ -502,12 +556,15 @@ impl<D: Dialect> EntityProjection<D> {
                         Arg::Integer(mention.start as i64),
                         Arg::Integer(mention.end as i64),
                         Arg::Time(occurred_at),
-                        Arg::Flag(key != mention.key),
+                        Arg::Flag(*key != mention.key),
                         Arg::Flag(place >= rule_count),
-                    ],
-                ),
-            )
-            .await?;
+                    ]
+                },
+            );
+            insert.push(" ON CONFLICT DO NOTHING");
+            run::<D>(conn, &insert).await?;
+        }
+        for (entity, key) in named {
             pass.learned.push((agent.clone(), key));
             pass.refresh.insert(entity);
         }
@@ -623,7 +680,7 @@ impl<D: Dialect> EntityProjection<D> {
     /// `agent` (the transaction may have changed it).
     async fn close_pass(
         &self,
-        mut tx: sqlx::Transaction<'static, D>,
+        mut tx: WriteTx<D>,
         mut pass: Pass,
         agent: &AgentId,
     ) -> MemoryResult<()> {
@@ -719,17 +776,23 @@ impl<D: Dialect> Projection for EntityProjection<D> {
         let mut tx = self.store.write_transaction().await?;
         let mut pass = Pass::default();
         let outcome = async {
-            for change in changes {
-                let (id, agent, deleted) = match change {
+            // Each memory once, as its last change in the batch leaves it.
+            let mut items: Vec<(&MemoryId, &AgentId, bool)> = Vec::with_capacity(changes.len());
+            let mut seen: HashSet<&MemoryId> = HashSet::new();
+            for change in changes.iter().rev() {
+                let item = match change {
                     ProjectedChange::UpsertMemory { id, agent_id, .. } => (id, agent_id, false),
                     ProjectedChange::DeleteMemory { id, agent_id } => (id, agent_id, true),
                     ProjectedChange::UpsertEdge { .. } | ProjectedChange::DeleteEdge { .. } => {
                         continue
                     }
                 };
-                self.index_memory(&mut tx, id, agent, deleted, &mut pass)
-                    .await?;
+                if seen.insert(item.0) {
+                    items.push(item);
+                }
             }
+            items.reverse();
+            self.index_memories(&mut tx, &items, &mut pass).await?;
             self.follow_merges(&mut tx, &mut pass).await?;
             let emptied = Self::finish(&mut tx, &pass).await?;
             if let Some(through) = through {

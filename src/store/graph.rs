@@ -30,6 +30,7 @@ impl<D: Dialect> GraphStore for SqlStore<D> {
     }
 
     async fn upsert_edge(&self, edge: &Association) -> MemoryResult<Association> {
+        let _turn = self.write_turn().await?;
         let mut write = D::begin_lone_write(&self.pool).await?;
         let row = D::fetch_all(&mut write, &sql::upsert_edge(edge))
             .await

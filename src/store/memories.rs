@@ -746,7 +746,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             ));
         }
         check_instant("at", at)?;
-        let mut tx = D::session_transaction(&self.pool).await?;
+        let mut tx = self.session_transaction().await?;
         let next = Statement::new(
             sql::append_session(D::GREATEST),
             [

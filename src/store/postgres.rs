@@ -333,7 +333,7 @@ impl Dialect for Postgres {
     }
 
     async fn end_lone_write(write: Transaction<'static, Postgres>) -> MemoryResult<()> {
-        commit(write).await
+        write.commit().await.map_err(backend_error)
     }
 
     async fn check_embedding_model(

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,6 +36,11 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqli
 
 /// SQLite-backed store.
 pub type SqliteStore = SqlStore<Sqlite>;
+
+/// The queue this process's SQLite writers take turns on (one writer at a time, as
+/// SQLite allows), shared by the store's clones.
+#[derive(Clone, Debug, Default)]
+pub struct WriteQueue(Arc<tokio::sync::Mutex<()>>);
 
 /// A database error as the store reports it: the backend is unavailable.
 fn backend_error(error: sqlx::Error) -> MemoryError {
@@ -266,8 +272,12 @@ impl Dialect for Sqlite {
     const PURGE_CHUNK: usize = 1;
     const POSITION: &'static str = "instr";
 
-    type State = ();
+    type State = WriteQueue;
     type LoneWrite = PoolConnection<Sqlite>;
+
+    fn write_queue(state: &WriteQueue) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        Some(state.0.clone())
+    }
 
     fn backend_error(error: sqlx::Error) -> MemoryError {
         backend_error(error)
@@ -567,7 +577,7 @@ impl SqliteStore {
             })?;
         let store = Self {
             pool,
-            state: (),
+            state: WriteQueue::default(),
             unreadable: Default::default(),
         };
         store.migrate().await?;
@@ -641,6 +651,7 @@ mod tests {
         assert_eq!(fts5_averages(&[]), None);
     }
 
+    use crate::store::dialect::commit;
     use mnemos_actors::model::Association;
     use mnemos_actors::store::{GraphStore, ProjectedChange};
     use mnemos_actors::testing::memory_fixture;
@@ -701,6 +712,43 @@ mod tests {
             graph: store,
         };
         catch_up(&source, projection, known, 2, 8).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn writers_of_one_process_take_turns_until_commit_or_rollback() {
+        let (store, _dir) = store().await;
+        let queue = &store.state.0;
+        let held = store.write_transaction().await.unwrap();
+        assert!(
+            queue.try_lock().is_err(),
+            "a write transaction holds the turn"
+        );
+        // A second writer waits its turn, then writes once the first commits.
+        let waiting = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let now = Utc::now();
+                let memory = memory_fixture("alice", "queued", now);
+                store.insert(&[StoredMemory::new(memory, vec![1.0])]).await
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "the second writer waits for the turn"
+        );
+        commit(held).await.unwrap();
+        waiting.await.unwrap().unwrap();
+        assert!(queue.try_lock().is_ok(), "a commit gives the turn back");
+        // A transaction dropped without commit (rolled back) gives it back as well.
+        drop(store.write_transaction().await.unwrap());
+        assert!(queue.try_lock().is_ok(), "a rollback gives the turn back");
+        let count = store
+            .row(&Statement::new("SELECT COUNT(*) AS n FROM memories", []))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(count.integer("n").unwrap(), 1);
     }
 
     #[tokio::test]
