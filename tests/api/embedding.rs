@@ -83,7 +83,11 @@ async fn another_model_serves_its_vectors_until_reembedded_then_switches_under_l
         "{idle}"
     );
     let found = app.recall("reader", "espresso grinder", json!({})).await;
-    assert_eq!(found["results"][0]["memory"]["id"], coffee.as_str());
+    assert_eq!(
+        found["results"][0]["memory"]["id"],
+        coffee.as_str(),
+        "{found}"
+    );
 
     let started = assert_status(
         app.post("/v1/admin/reembed", &json!({})).await,
@@ -98,7 +102,9 @@ async fn another_model_serves_its_vectors_until_reembedded_then_switches_under_l
         "{started}"
     );
 
-    // Live traffic while it runs: writes and recalls all answer, none fails.
+    // Live traffic while it runs: writes and recalls all answer, none fails. The task
+    // answers the first failure with its status and body rather than panicking, so a
+    // failure says what failed.
     let written = Arc::new(AtomicUsize::new(0));
     let traffic = {
         let (address, written) = (app.address.clone(), written.clone());
@@ -111,31 +117,54 @@ async fn another_model_serves_its_vectors_until_reembedded_then_switches_under_l
                     .json(&json!({"agent_id": "reader", "content": format!("During the switch, parcel {i} went to dock {}", i % 5)}))
                     .send()
                     .await
-                    .unwrap();
-                assert_eq!(remembered.status(), StatusCode::CREATED);
-                let body: Value = remembered.json().await.unwrap();
-                new_ids.push(body["memory"]["id"].as_str().unwrap().to_string());
+                    .map_err(|e| format!("remember {i} was not answered: {e}"))?;
+                let status = remembered.status();
+                let body: Value = remembered.json().await.unwrap_or(Value::Null);
+                if status != StatusCode::CREATED {
+                    return Err(format!("remember {i} answered {status}: {body}"));
+                }
+                new_ids.push(
+                    body["memory"]["id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
                 written.fetch_add(1, Ordering::SeqCst);
                 let recalled = client
                     .post(format!("{address}/tools/recall"))
                     .json(&json!({"agent_id": "reader", "query": "coffee beans grinder"}))
                     .send()
                     .await
-                    .unwrap();
-                assert_eq!(recalled.status(), StatusCode::OK);
+                    .map_err(|e| format!("recall {i} was not answered: {e}"))?;
+                let status = recalled.status();
+                if status != StatusCode::OK {
+                    let body = recalled.text().await.unwrap_or_default();
+                    return Err(format!("recall {i} answered {status}: {body}"));
+                }
             }
-            new_ids
+            Ok::<_, String>(new_ids)
         })
     };
     assert!(
         eventually(Duration::from_secs(180), || async {
-            reembed_status(&app).await["phase"] == "done"
+            matches!(
+                reembed_status(&app).await["phase"].as_str(),
+                Some("done" | "failed")
+            )
         })
         .await,
         "the re-embedding did not finish: {}",
         reembed_status(&app).await
     );
-    let new_ids = traffic.await.unwrap();
+    let finished = reembed_status(&app).await;
+    assert_eq!(finished["phase"], "done", "{finished}");
+    let new_ids = match traffic.await.unwrap() {
+        Ok(ids) => ids,
+        Err(failure) => panic!(
+            "live traffic failed during the re-embedding after {} writes: {failure}",
+            written.load(Ordering::SeqCst)
+        ),
+    };
     let done = reembed_status(&app).await;
     assert!(done["pause_ms"].as_f64().is_some(), "{done}");
     assert_eq!(done["done"], done["total"], "{done}");

@@ -773,6 +773,10 @@ async fn session_log(
     Ok(Some((record, pending)))
 }
 
+/// Time the re-embedding switch may take per memory on top of the call timeout (see
+/// [`EpisodicHandle::switch_embeddings`]); generous, since it only bounds a hung store.
+pub const SWITCH_TIME_PER_MEMORY: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// The typed handle of the episodic actor (retries while it restarts).
 #[derive(Clone)]
 pub struct EpisodicHandle(pub(crate) Caller<EpisodicMsg>);
@@ -1115,14 +1119,28 @@ impl EpisodicHandle {
         })
         .await
     }
-    /// Swap every vector for its next-model one and record `model` and `spec` (one transaction).
-    pub async fn switch_embeddings(&self, model: &str, spec: &str) -> MemoryResult<u64> {
-        self.write(|reply| WriteOp::SwitchEmbeddings {
-            model: model.to_string(),
-            spec: spec.to_string(),
-            reply,
-        })
-        .await
+    /// Swap every vector for its next-model one and record `model` and `spec` (one
+    /// transaction). The answer may take the call timeout plus
+    /// [`SWITCH_TIME_PER_MEMORY`] for each of the `memories` swapped: the transaction
+    /// grows with the store, and giving up on one that then commits would leave the
+    /// store on the new model and the index on the old.
+    pub async fn switch_embeddings(
+        &self,
+        model: &str,
+        spec: &str,
+        memories: u64,
+    ) -> MemoryResult<u64> {
+        let allowance = self.0.call_timeout()
+            + SWITCH_TIME_PER_MEMORY.saturating_mul(u32::try_from(memories).unwrap_or(u32::MAX));
+        self.0
+            .ask_within(Some(allowance), |reply| {
+                EpisodicMsg::Write(WriteOp::SwitchEmbeddings {
+                    model: model.to_string(),
+                    spec: spec.to_string(),
+                    reply,
+                })
+            })
+            .await
     }
     /// Forget every next-model vector.
     pub async fn clear_next_embeddings(&self) -> MemoryResult<()> {

@@ -555,10 +555,14 @@ impl VectorsHandle {
     pub async fn exclusive(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
         self.gate.clone().write_owned().await
     }
-    /// Embed with `embedder` from now on; the index is rebuilt from the store (call
-    /// with the gate held exclusively, after the store switched its vectors).
-    pub async fn switch(&self, embedder: Arc<dyn Embedder>) -> MemoryResult<usize> {
-        let allowance = self.caller.call_timeout() * 20;
+    /// Embed with `embedder` from now on; the index is rebuilt from the store's
+    /// `memories` vectors (call with the gate held exclusively, after the store switched
+    /// its vectors). The rebuild grows with the store, so the answer may take the call
+    /// timeout twenty times over plus [`super::episodic::SWITCH_TIME_PER_MEMORY`] per memory.
+    pub async fn switch(&self, embedder: Arc<dyn Embedder>, memories: u64) -> MemoryResult<usize> {
+        let allowance = self.caller.call_timeout() * 20
+            + super::episodic::SWITCH_TIME_PER_MEMORY
+                .saturating_mul(u32::try_from(memories).unwrap_or(u32::MAX));
         self.caller
             .ask_within(Some(allowance), |reply| VectorsMsg::Switch {
                 embedder: embedder.clone(),

@@ -284,8 +284,12 @@ impl Runtime {
         // Nobody embeds while the gate is held: this last pass leaves nothing behind.
         self.pass(target, progress).await?;
         let key = model_key(target.as_ref());
-        actors.episodic.switch_embeddings(&key, spec).await?;
-        actors.vectors.switch(target.clone()).await?;
+        let memories = actors.episodic.reembed_counts().await?.total;
+        actors
+            .episodic
+            .switch_embeddings(&key, spec, memories)
+            .await?;
+        actors.vectors.switch(target.clone(), memories).await?;
         if let Ok(mut cache) = self.inner.question_vectors.lock() {
             cache.clear();
         }
