@@ -1276,6 +1276,39 @@ async fn touch_find_by_hash_neighbours_and_runs<S: TestStore>(store: &S) {
             sorted[4].clone()
         ]
     );
+    // Several seeds at once: (seed, neighbour) pairs in the order of the seeds, each
+    // seed's as `session_neighbours` answers them; a seed without a session has none.
+    let first = turns.iter().find(|m| m.id == sorted[0]).unwrap();
+    let mut sessionless = middle.clone();
+    sessionless.id = MemoryId("zz-no-session".into());
+    sessionless.session_id = None;
+    let seeds = vec![middle.clone(), sessionless, first.clone()];
+    for radius in [1, 5] {
+        let mut expected = Vec::new();
+        for seed in &seeds {
+            for neighbour in store.session_neighbours(seed, radius).await.unwrap() {
+                expected.push((seed.id.clone(), neighbour));
+            }
+        }
+        assert_eq!(
+            store.session_neighbours_of(&seeds, radius).await.unwrap(),
+            expected,
+            "radius {radius}"
+        );
+    }
+    assert_eq!(
+        store.session_neighbours_of(&seeds, 1).await.unwrap(),
+        vec![
+            (sorted[2].clone(), sorted[1].clone()),
+            (sorted[2].clone(), sorted[3].clone()),
+            (sorted[0].clone(), sorted[1].clone()),
+        ]
+    );
+    assert!(store
+        .session_neighbours_of(&seeds[1..2], 5)
+        .await
+        .unwrap()
+        .is_empty());
     // Touch counts each id once and never moves last access backwards.
     let later = t0() + Duration::hours(1);
     store

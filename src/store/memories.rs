@@ -5,6 +5,8 @@
 //! dialect does its own way (inserting with keyword terms, the keyword search, a few
 //! spellings) comes from its [`Dialect`].
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
@@ -185,6 +187,51 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         before.sort_by(|a, b| b.cmp(a));
         after.sort();
         Ok(before.into_iter().chain(after).map(MemoryId).collect())
+    }
+
+    async fn session_neighbours_of(
+        &self,
+        seeds: &[Memory],
+        radius: usize,
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        let in_sessions: Vec<&Memory> = seeds.iter().filter(|m| m.session_id.is_some()).collect();
+        if in_sessions.is_empty() || radius == 0 {
+            return Ok(Vec::new());
+        }
+        // Each seed's neighbours: those before it and those after it.
+        let mut found: HashMap<String, (Vec<String>, Vec<String>)> = HashMap::new();
+        for chunk in in_sessions.chunks(sql::SESSION_NEIGHBOUR_SEEDS) {
+            let statement = sql::session_neighbours(chunk, radius);
+            for row in self.rows(&statement).await? {
+                let (seed, id) = (row.text("seed")?, row.text("id")?);
+                let sides = found.entry(seed.clone()).or_default();
+                // Ids compare as bytes in both databases (SQLite's BINARY, PostgreSQL's
+                // "C" collation), as in `session_neighbours`.
+                if id < seed {
+                    sides.0.push(id);
+                } else {
+                    sides.1.push(id);
+                }
+            }
+        }
+        let mut pairs = Vec::new();
+        for seed in &in_sessions {
+            let Some((mut before, mut after)) = found.remove(seed.id.as_str()) else {
+                continue;
+            };
+            // A seed named twice in `seeds` answers its rows twice.
+            before.sort_by(|a, b| b.cmp(a));
+            before.dedup();
+            after.sort();
+            after.dedup();
+            pairs.extend(
+                before
+                    .into_iter()
+                    .chain(after)
+                    .map(|id| (seed.id.clone(), MemoryId(id))),
+            );
+        }
+        Ok(pairs)
     }
 
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>> {

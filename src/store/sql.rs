@@ -139,6 +139,12 @@ impl<'a> Statement<'a> {
         self
     }
 
+    /// Add arguments without placeholders (the text numbers them itself).
+    pub fn bind_args(&mut self, args: impl IntoIterator<Item = Arg<'a>>) -> &mut Self {
+        self.args.extend(args);
+        self
+    }
+
     /// Append `(…)` holding one placeholder per argument.
     pub fn bind_tuple(&mut self, args: impl IntoIterator<Item = Arg<'a>>) -> &mut Self {
         self.push("(");
@@ -251,6 +257,44 @@ pub const SESSION_NEIGHBOURS: &str = "SELECT id FROM (SELECT id FROM memories \
      UNION ALL SELECT id FROM (SELECT id FROM memories \
      WHERE agent_id = $1 AND session_id = $2 AND status = 'active' AND id > $3 \
      ORDER BY id LIMIT $4) AS later";
+/// Seeds per statement of [`session_neighbours`] (three arguments each, far below
+/// either database's limit on bound arguments).
+pub const SESSION_NEIGHBOUR_SEEDS: usize = 100;
+
+/// [`SESSION_NEIGHBOURS`] of several seeds in one statement: rows of (`seed`, `id`),
+/// the two halves of each seed in no set order (the caller sorts them). Seeds without
+/// a session are left out; at least one seed must have one.
+pub fn session_neighbours<'a>(seeds: &[&'a Memory], radius: usize) -> Statement<'a> {
+    let mut statement = Statement::new("", [Arg::Integer(radius as i64)]);
+    for (index, seed) in seeds.iter().enumerate() {
+        let Some(session) = &seed.session_id else {
+            continue;
+        };
+        let first = statement.args().len() + 1;
+        statement.bind_args([
+            Arg::Text(seed.id.as_str()),
+            Arg::Text(seed.agent_id.as_str()),
+            Arg::Text(session.as_str()),
+        ]);
+        let (id, agent, session) = (first, first + 1, first + 2);
+        if first > 2 {
+            // Not the first seed with a session.
+            statement.push(" UNION ALL ");
+        }
+        let half = |order: &str, compare: &str, alias: &str| {
+            format!(
+                "SELECT CAST(${id} AS TEXT) AS seed, id FROM (SELECT id FROM memories \
+                 WHERE agent_id = ${agent} AND session_id = ${session} AND status = 'active' \
+                 AND id {compare} ${id} ORDER BY id {order} LIMIT $1) AS {alias}{index}"
+            )
+        };
+        statement.push(&half("DESC", "<", "earlier"));
+        statement.push(" UNION ALL ");
+        statement.push(&half("ASC", ">", "later"));
+    }
+    statement
+}
+
 /// Every agent that has memories.
 pub const AGENTS: &str = "SELECT DISTINCT agent_id FROM memories ORDER BY agent_id";
 /// Every agent with its memory counts and newest memory.

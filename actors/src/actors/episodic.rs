@@ -15,7 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::{answer_in_task, injected_fault, Caller, Reply};
 use crate::clock::Clock;
-use crate::error::{MemoryError, MemoryResult};
+use crate::error::MemoryResult;
 use crate::kv::{KvEntry, NamespaceName};
 use crate::model::{
     AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole, SessionId,
@@ -206,9 +206,9 @@ pub enum ReadOp {
         reply: Reply<Vec<(String, Memory)>>,
     },
     /// Neighbouring memories of several memories in their sessions, as (seed, neighbour)
-    /// pairs in the order of `ids`.
+    /// pairs in the order of `seeds`.
     SessionNeighbours {
-        ids: Vec<MemoryId>,
+        seeds: Vec<Memory>,
         radius: usize,
         reply: Reply<Vec<(MemoryId, MemoryId)>>,
     },
@@ -599,9 +599,13 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
         } => answer_in_task(reply, async move {
             store.find_by_content_hash(&agent, &hashes).await
         }),
-        ReadOp::SessionNeighbours { ids, radius, reply } => {
-            answer_in_task(reply, session_neighbours(store, ids, radius))
-        }
+        ReadOp::SessionNeighbours {
+            seeds,
+            radius,
+            reply,
+        } => answer_in_task(reply, async move {
+            store.session_neighbours_of(&seeds, radius).await
+        }),
         ReadOp::List { query, reply } => {
             answer_in_task(reply, async move { store.list(&query).await })
         }
@@ -725,37 +729,6 @@ fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
             answer_in_task(reply, async move { store.memory_owners(&ids).await })
         }
     }
-}
-
-/// The session neighbours of each seed, one lookup per seed run side by side (the pool
-/// bounds how many reach the database at once), answered in the order of `ids`.
-async fn session_neighbours(
-    store: Arc<dyn MemoryStore>,
-    ids: Vec<MemoryId>,
-    radius: usize,
-) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
-    let memories = store.get_many(&ids).await?;
-    let mut lookups = tokio::task::JoinSet::new();
-    for (position, id) in ids.iter().enumerate() {
-        if let Some(memory) = memories.iter().find(|m| m.id == *id).cloned() {
-            let store = store.clone();
-            lookups.spawn(async move {
-                let found = store.session_neighbours(&memory, radius).await;
-                (position, memory.id, found)
-            });
-        }
-    }
-    let mut found = Vec::new();
-    while let Some(done) = lookups.join_next().await {
-        let (position, seed, neighbours) = done
-            .map_err(|e| MemoryError::internal(format!("session neighbour lookup failed: {e}")))?;
-        found.push((position, seed, neighbours?));
-    }
-    found.sort_by_key(|(position, _, _)| *position);
-    Ok(found
-        .into_iter()
-        .flat_map(|(_, seed, neighbours)| neighbours.into_iter().map(move |n| (seed.clone(), n)))
-        .collect())
 }
 
 /// A session's record and the messages after its compaction mark.
@@ -1183,11 +1156,11 @@ impl EpisodicHandle {
     /// (seed, neighbour) pairs of the seeds' session neighbours within `radius`.
     pub async fn session_neighbours(
         &self,
-        ids: &[MemoryId],
+        seeds: &[Memory],
         radius: usize,
     ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
         self.read(|reply| ReadOp::SessionNeighbours {
-            ids: ids.to_vec(),
+            seeds: seeds.to_vec(),
             radius,
             reply,
         })

@@ -228,20 +228,21 @@ pub(super) async fn spreading_activation(
 }
 
 impl Runtime {
-    /// Links from `seeds` to their association-graph neighbours and to the turns next to
-    /// them in their sessions.
+    /// Links from `seeds` (memories already read, so their sessions need no read) to
+    /// their association-graph neighbours and to the turns next to them in their sessions.
     pub(super) async fn neighbours(
         &self,
         agent: &AgentId,
-        seeds: &[MemoryId],
+        seeds: &[Memory],
         radius: usize,
     ) -> (MemoryResult<Vec<NeighbourLink>>, ReadSource) {
+        let ids: Vec<MemoryId> = seeds.iter().map(|m| m.id.clone()).collect();
         let ((edges, source), in_session) = tokio::join!(
-            self.links_around(agent, seeds, 200),
+            self.links_around(agent, &ids, 200),
             self.actors().episodic.session_neighbours(seeds, radius),
         );
         let links = match (edges, in_session) {
-            (Ok(edges), Ok(in_session)) => Ok(neighbour_links(seeds, &edges, in_session)),
+            (Ok(edges), Ok(in_session)) => Ok(neighbour_links(&ids, &edges, in_session)),
             (Err(error), _) | (_, Err(error)) => Err(error),
         };
         (links, source)

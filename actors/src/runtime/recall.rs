@@ -739,11 +739,13 @@ async fn expand(
     best_similarity: f64,
 ) -> MemoryResult<ReadSource> {
     let settings = rt.inner.config.recall;
-    let seeds: Vec<MemoryId> = scored
+    // The strongest hits, as the memories `score` read back (a hit not read back, say
+    // one deleted meanwhile, seeds nothing).
+    let seeds: Vec<Memory> = scored
         .fused
         .iter()
         .take(settings.expansion_seeds)
-        .map(|h| h.id.clone())
+        .filter_map(|h| scored.memories.iter().find(|m| m.id == h.id).cloned())
         .collect();
     let (links, graph_source) = rt
         .neighbours(&plan.input.agent_id, &seeds, settings.session_radius)

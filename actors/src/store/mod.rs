@@ -521,6 +521,22 @@ pub trait MemoryStore: Send + Sync + 'static {
         memory: &Memory,
         radius: usize,
     ) -> MemoryResult<Vec<MemoryId>>;
+    /// [`Self::session_neighbours`] of several seeds, as (seed, neighbour) pairs in the
+    /// order of `seeds` (recall's expansion asks for up to `expansion_seeds` at once).
+    /// This default asks seed by seed; the SQL store answers in one statement.
+    async fn session_neighbours_of(
+        &self,
+        seeds: &[Memory],
+        radius: usize,
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        let mut pairs = Vec::new();
+        for seed in seeds {
+            for neighbour in self.session_neighbours(seed, radius).await? {
+                pairs.push((seed.id.clone(), neighbour));
+            }
+        }
+        Ok(pairs)
+    }
     /// Several memories by id (missing ones are skipped; order not guaranteed).
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
     /// Browse, newest first.
