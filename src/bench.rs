@@ -263,8 +263,8 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
     println!("| backends | {} |", report.backends);
     let auth = &report.auth;
     println!(
-        "| recall p50 over HTTP, keys / no keys | {:.2} / {:.2} ms |",
-        auth.recall_p50_ms_keys, auth.recall_p50_ms_none
+        "| recall p50 over HTTP (two fresh servers of {} memories each), keys / no keys | {:.2} / {:.2} ms |",
+        auth.requests, auth.recall_p50_ms_keys, auth.recall_p50_ms_none
     );
     println!(
         "| remember p50 over HTTP, keys / no keys | {:.2} / {:.2} ms |",
