@@ -535,6 +535,27 @@ async fn round_trips_a_memory_and_its_embedding<S: TestStore>(store: &S) {
         .await
         .unwrap();
     assert_eq!(many, vec![memory.clone()]);
+    // Text that needs escaping and numbers without an exact decimal form read back
+    // exactly, several at a time (SQLite reads them as one aggregated JSON row).
+    let mut odd = fixture(
+        "alice",
+        "She said \"ça va?\" \\ then\nleft \u{1f980} \u{7}",
+        t0() + chrono::Duration::microseconds(1),
+    );
+    odd.importance = 0.1;
+    odd.valence = Some(1.0 / 3.0);
+    odd.consolidation_level = 0.7;
+    odd.tags = vec!["\"quoted\"".into(), "ünï".into()];
+    odd.metadata = serde_json::json!({"big": 9_007_199_254_740_993_u64, "tiny": 1e-7});
+    store.insert(&[stored(&odd)]).await.unwrap();
+    let mut many = store
+        .get_many(&[odd.id.clone(), memory.id.clone()])
+        .await
+        .unwrap();
+    many.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut expected = vec![memory.clone(), odd];
+    expected.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(many, expected);
     let of = store
         .embeddings_of(std::slice::from_ref(&memory.id))
         .await

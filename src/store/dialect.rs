@@ -124,6 +124,16 @@ pub trait Dialect: Database<Row: Columns> + Sync {
         store: &SqlStore<Self>,
         query: &KeywordQuery,
     ) -> MemoryResult<Vec<(MemoryId, f64)>>;
+    /// The memories a `SELECT memory_columns FROM memories …` statement reads, decoded
+    /// from one aggregated row where that is faster for the dialect; `None` (the default,
+    /// and on any failure, a corrupt row included) has the caller read them row by row,
+    /// tolerantly.
+    async fn memories_in_one_row(
+        _store: &SqlStore<Self>,
+        _statement: &Statement<'_>,
+    ) -> Option<Vec<Memory>> {
+        None
+    }
     /// `MemoryStore::outbox_committed_head`.
     async fn outbox_committed_head(store: &SqlStore<Self>) -> MemoryResult<u64>;
     /// `MemoryStore::flush`.

@@ -239,6 +239,10 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         for chunk in D::LISTS.chunks(ids, 500) {
             let mut statement = Statement::new(sql::MEMORIES_WHERE, []);
             statement.push_in(D::LISTS, "id", id_texts(chunk));
+            if let Some(found) = D::memories_in_one_row(self, &statement).await {
+                memories.extend(found);
+                continue;
+            }
             memories.extend(
                 self.all_readable(&statement, "memories", map::memory_key, map::memory)
                     .await?,

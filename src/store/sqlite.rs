@@ -112,6 +112,103 @@ impl Columns for SqliteRow {
     }
 }
 
+/// A memory row as `json_array(memory_columns)` renders it: SQLite's values as JSON
+/// (text as strings, numbers as numbers, NULL as null), in `memory_columns!` order.
+struct JsonColumns<'a>(&'a [serde_json::Value]);
+
+/// The names of `memory_columns!`, in order: where `JsonColumns` finds a column.
+static MEMORY_COLUMN_NAMES: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| memory_columns!().split(',').map(str::trim).collect());
+
+impl JsonColumns<'_> {
+    /// The value of `column`; an unknown column is a bug, reported as a corrupt row.
+    fn value(&self, column: &str) -> MemoryResult<&serde_json::Value> {
+        MEMORY_COLUMN_NAMES
+            .iter()
+            .position(|name| *name == column)
+            .and_then(|index| self.0.get(index))
+            .ok_or_else(|| MemoryError::internal(format!("no column {column} in the row")))
+    }
+    /// `column` unless it is NULL.
+    fn present(&self, column: &str) -> MemoryResult<Option<&serde_json::Value>> {
+        Ok(Some(self.value(column)?).filter(|v| !v.is_null()))
+    }
+    /// `column` as text (NULL or a number is a corrupt row).
+    fn text_value(&self, column: &str) -> MemoryResult<&str> {
+        self.value(column)?
+            .as_str()
+            .ok_or_else(|| wrong_type(column, "text"))
+    }
+}
+
+/// A column whose value is not of the type the row needs.
+fn wrong_type(column: &str, wanted: &str) -> MemoryError {
+    MemoryError::internal(format!("corrupt row in store: {column} is not {wanted}"))
+}
+
+impl Columns for JsonColumns<'_> {
+    fn text(&self, column: &str) -> MemoryResult<String> {
+        self.text_value(column).map(str::to_string)
+    }
+    fn optional_text(&self, column: &str) -> MemoryResult<Option<String>> {
+        self.present(column)?
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| wrong_type(column, "text"))
+            })
+            .transpose()
+    }
+    fn integer(&self, column: &str) -> MemoryResult<i64> {
+        self.value(column)?
+            .as_i64()
+            .ok_or_else(|| wrong_type(column, "an integer"))
+    }
+    fn optional_integer(&self, column: &str) -> MemoryResult<Option<i64>> {
+        self.present(column)?
+            .map(|v| v.as_i64().ok_or_else(|| wrong_type(column, "an integer")))
+            .transpose()
+    }
+    fn real(&self, column: &str) -> MemoryResult<f32> {
+        self.value(column)?
+            .as_f64()
+            .map(|v| v as f32)
+            .ok_or_else(|| wrong_type(column, "a number"))
+    }
+    fn optional_real(&self, column: &str) -> MemoryResult<Option<f32>> {
+        self.present(column)?
+            .map(|v| {
+                v.as_f64()
+                    .map(|v| v as f32)
+                    .ok_or_else(|| wrong_type(column, "a number"))
+            })
+            .transpose()
+    }
+    fn flag(&self, column: &str) -> MemoryResult<bool> {
+        Ok(self.integer(column)? != 0)
+    }
+    fn time(&self, column: &str) -> MemoryResult<DateTime<Utc>> {
+        parse_time(self.text_value(column)?)
+    }
+    fn optional_time(&self, column: &str) -> MemoryResult<Option<DateTime<Utc>>> {
+        self.present(column)?
+            .map(|v| v.as_str().ok_or_else(|| wrong_type(column, "text")))
+            .transpose()?
+            .map(parse_time)
+            .transpose()
+    }
+    fn json(&self, column: &str) -> MemoryResult<Result<serde_json::Value, serde_json::Error>> {
+        Ok(serde_json::from_str(self.text_value(column)?))
+    }
+    fn tags(&self, column: &str) -> MemoryResult<Result<Vec<String>, serde_json::Error>> {
+        Ok(serde_json::from_str(self.text_value(column)?))
+    }
+    fn vector(&self, column: &str) -> MemoryResult<Vec<f32>> {
+        // JSON cannot hold a blob; no aggregated read asks for one.
+        Err(wrong_type(column, "readable from JSON"))
+    }
+}
+
 /// A range bound as stored text compares: clamped to the years every stored instant
 /// lies in (1 to 9999, `model::INSTANT_YEARS`), because chrono's extremes of an
 /// open-ended range print with a sign (`+262143-…`) that sorts before every year.
@@ -435,6 +532,30 @@ impl Dialect for Sqlite {
         keyword_search(store, query).await
     }
 
+    /// One `json_group_array` row instead of a row per memory: sqlx moves every row
+    /// from its worker thread to the reading task, which costs more than the read.
+    async fn memories_in_one_row(
+        store: &SqliteStore,
+        statement: &Statement<'_>,
+    ) -> Option<Vec<Memory>> {
+        let mut aggregated = Statement::new(
+            concat!(
+                "SELECT json_group_array(json_array(",
+                memory_columns!(),
+                ")) AS found FROM ("
+            ),
+            statement.args().iter().cloned(),
+        );
+        aggregated.push(statement.text()).push(")");
+        let row = store.row(&aggregated).await.ok()??;
+        let found: &str = row.try_get("found").ok()?;
+        let rows: Vec<Vec<serde_json::Value>> = serde_json::from_str(found).ok()?;
+        rows.iter()
+            .map(|values| map::memory(&JsonColumns(values)))
+            .collect::<MemoryResult<Vec<Memory>>>()
+            .ok()
+    }
+
     /// SQLite's sequence counter is transactional: its head is already committed.
     async fn outbox_committed_head(store: &SqliteStore) -> MemoryResult<u64> {
         Ok(store.outbox_bounds().await?.head)
@@ -448,14 +569,16 @@ impl Dialect for Sqlite {
     }
 }
 
-/// BM25 over FTS5: the matches, each phrase's document frequency and FTS5's collection
-/// statistics, read in one transaction (one snapshot), scored by `keyword::bm25`.
+/// BM25 over FTS5 in one statement (so one snapshot and one round trip to sqlx's worker
+/// thread): the matches, each with FTS5's averages record and every distinct phrase's
+/// document frequency (uncorrelated subqueries, which SQLite evaluates once), scored by
+/// `keyword::bm25` from the same inputs as PostgreSQL.
 async fn keyword_search(
     store: &SqliteStore,
     query: &KeywordQuery,
 ) -> MemoryResult<Vec<(MemoryId, f64)>> {
     let terms = query_terms(&query.text);
-    if terms.is_empty() {
+    if terms.is_empty() || query.limit == 0 {
         return Ok(Vec::new());
     }
     let phrases = query_phrases(query, &terms, |prefix, term| {
@@ -465,79 +588,90 @@ async fn keyword_search(
     let folded = query_phrases(query, &terms, |prefix, term| {
         fold(&format!("{prefix}{term}")).into_owned()
     });
+    let mut distinct: Vec<&str> = phrases.iter().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
     // Without a range the bounds cover every RFC 3339 timestamp.
     let (from, to) = match &query.occurred {
         Some(range) => (format_time(&range.start), format_time(&range.end)),
         None => (String::new(), "~".to_string()),
     };
-    // One read transaction: statistics, frequencies and matches from one snapshot.
-    let mut tx = store.pool().begin().await.map_err(backend_error)?;
-    // FTS5's averages record: the row count, then each column's total length.
-    let averages: Option<(Vec<u8>,)> =
-        sqlx::query_as("SELECT block FROM memories_fts_data WHERE id = 1")
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(backend_error)?;
-    let Some((rows_total, tokens_total)) = averages.and_then(|(block,)| fts5_averages(&block))
-    else {
+    let mut builder: sqlx::QueryBuilder<Sqlite> = sqlx::QueryBuilder::new(
+        "SELECT json_group_array(json_array(m.id, memories_fts.terms)), \
+         (SELECT block FROM memories_fts_data WHERE id = 1) AS averages",
+    );
+    for phrase in &distinct {
+        builder
+            .push(", (SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ")
+            .push_bind(*phrase)
+            .push(")");
+    }
+    // CROSS JOIN fixes the join order: the (small, per-agent) FTS matches drive, never a scan of memories.
+    builder
+        .push(
+            " FROM memories_fts CROSS JOIN memories m ON m.rowid = memories_fts.rowid \
+             WHERE memories_fts MATCH ",
+        )
+        .push_bind(phrases.join(" OR "))
+        .push(" AND (m.agent_id = ")
+        .push_bind(query.agent_id.as_str())
+        .push(" OR (")
+        .push_bind(query.include_shared)
+        .push(" AND m.shared = 1)) AND m.status = 'active' AND m.occurred_at >= ")
+        .push_bind(from)
+        .push(" AND m.occurred_at < ")
+        .push_bind(to);
+    // One row whatever matches: sqlx hands each row across threads, which costs more
+    // than the search itself for the hundreds of rows a frequent term matches.
+    let row: SqliteRow = builder
+        .build()
+        .fetch_one(store.pool())
+        .await
+        .map_err(backend_error)?;
+    let matches: &str = row.try_get(0).map_err(backend_error)?;
+    let matches: Vec<(String, String)> = serde_json::from_str(matches)
+        .map_err(|e| MemoryError::internal(format!("keyword matches from sqlite: {e}")))?;
+    if matches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let averages: Option<Vec<u8>> = row.try_get(1).map_err(backend_error)?;
+    let Some((rows_total, tokens_total)) = averages.as_deref().and_then(fts5_averages) else {
         return Ok(Vec::new());
     };
     if rows_total <= 0 {
         return Ok(Vec::new());
     }
-    let mut hits: HashMap<&str, i64> = HashMap::new();
-    for phrase in &phrases {
-        if hits.contains_key(phrase.as_str()) {
-            continue;
-        }
-        let (count,): (i64,) =
-            sqlx::query_as("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?")
-                .bind(phrase)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(backend_error)?;
-        hits.insert(phrase, count);
+    let mut hits: HashMap<&str, i64> = HashMap::with_capacity(distinct.len());
+    for (index, phrase) in distinct.iter().enumerate() {
+        hits.insert(phrase, row.try_get(2 + index).map_err(backend_error)?);
     }
     let idfs: Vec<f64> = phrases
         .iter()
         .map(|p| idf(rows_total, hits.get(p.as_str()).copied().unwrap_or(0)))
         .collect();
     let avgdl = tokens_total as f64 / rows_total as f64;
-    // CROSS JOIN fixes the join order: the (small, per-agent) FTS matches drive, never a scan of memories.
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT m.id, memories_fts.terms FROM memories_fts \
-         CROSS JOIN memories m ON m.rowid = memories_fts.rowid \
-         WHERE memories_fts MATCH ? AND (m.agent_id = ? OR (? AND m.shared = 1)) AND m.status = 'active' \
-         AND m.occurred_at >= ? AND m.occurred_at < ?",
-    )
-    .bind(phrases.join(" OR "))
-    .bind(query.agent_id.as_str())
-    .bind(query.include_shared)
-    .bind(from)
-    .bind(to)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(backend_error)?;
-    tx.commit().await.map_err(backend_error)?;
-    let scored: Vec<(MemoryId, f64)> = rows
-        .into_iter()
-        .map(|(id, row_terms)| {
-            let mut freqs = vec![0.0; folded.len()];
-            let mut length = 0usize;
-            for token in row_terms.split_whitespace() {
-                length += 1;
-                let token = fold(token);
-                for (position, phrase) in folded.iter().enumerate() {
-                    if phrase.as_str() == token.as_ref() {
-                        freqs[position] += 1.0;
-                    }
+    let mut scored: Vec<(MemoryId, f64)> = Vec::with_capacity(matches.len());
+    for (id, row_terms) in matches {
+        let mut freqs = vec![0.0; folded.len()];
+        let mut length = 0usize;
+        for token in row_terms.split_whitespace() {
+            length += 1;
+            let token = fold(token);
+            for (position, phrase) in folded.iter().enumerate() {
+                if phrase.as_str() == token.as_ref() {
+                    freqs[position] += 1.0;
                 }
             }
-            (MemoryId(id), bm25(&freqs, &idfs, length as f64, avgdl))
-        })
-        .collect();
+        }
+        scored.push((MemoryId(id), bm25(&freqs, &idfs, length as f64, avgdl)));
+    }
     Ok(best(scored, query.limit))
 }
+
+/// Rows sqlx's SQLite worker thread may run ahead of the task reading them (sqlx's
+/// default is 50): a keyword search reads hundreds of matches, and a worker blocked on a
+/// full channel costs a thread switch per few rows.
+const ROW_BUFFER: usize = 1024;
 
 impl SqliteStore {
     /// Open (creating if needed) the database file at `path` and apply migrations.
@@ -565,6 +699,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
+            .row_buffer_size(ROW_BUFFER)
             .pragma("cache_size", "-8000")
             .pragma("temp_store", "memory");
         let pool = SqlitePoolOptions::new()
