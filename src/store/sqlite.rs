@@ -669,8 +669,8 @@ async fn keyword_search(
 }
 
 /// Rows sqlx's SQLite worker thread may run ahead of the task reading them (sqlx's
-/// default is 50): a keyword search reads hundreds of matches, and a worker blocked on a
-/// full channel costs a thread switch per few rows.
+/// default is 50): list pages, session neighbours and export pages read hundreds of
+/// rows, and a worker blocked on a full channel costs a thread switch per few rows.
 const ROW_BUFFER: usize = 1024;
 
 impl SqliteStore {
