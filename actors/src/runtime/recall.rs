@@ -5,7 +5,8 @@
 //!    ([`crate::policy::recall::fetch_depth`]).
 //! 2. **retrieve** — vector (embedded index or a caught-up projection), keyword (BM25),
 //!    time (the period's memories) and working memory (the session window) in parallel;
-//!    optionally a pseudo-relevance-feedback keyword pass.
+//!    the pseudo-relevance-feedback keyword pass follows the keyword hits within that
+//!    concurrency.
 //! 3. **score** — every candidate's exact similarity to the question, weighted score
 //!    fusion ([`crate::policy::fusion::score_fusion`]), the best candidates read back;
 //!    re-embedded once when the candidates name a speaker recall did not know yet.
@@ -332,7 +333,7 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
     })
 }
 
-/// Ask every retriever at once; then the optional feedback pass.
+/// Ask every retriever at once (feedback right after the keyword hits).
 async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> MemoryResult<Retrieved> {
     let input = plan.input;
     let settings = rt.inner.config.recall;
@@ -363,7 +364,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
     });
     let (
         (vector_hits, vector_ms),
-        (keyword_hits, keyword_ms),
+        ((keyword_hits, feedback_list, feedback_ms), keyword_ms),
         (time_hits, time_ms),
         (window, working_ms),
         (entity_hits, entity_ms),
@@ -380,7 +381,16 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
                 None
             }
         }),
-        timed(episodic.keyword_search(&keyword_query)),
+        // Feedback learns from the keyword hits alone, so it follows them at once, beside
+        // the other retrievers (behind a question embedding that takes longer, it is free).
+        async {
+            let (hits, keyword_ms) = timed(episodic.keyword_search(&keyword_query)).await;
+            let (feedback, feedback_ms) = match &hits {
+                Ok(hits) => timed(feedback(rt, plan, hits, &keyword_query)).await,
+                Err(_) => (Ok(None), 0.0),
+            };
+            ((hits, feedback, feedback_ms), keyword_ms)
+        },
         timed(async {
             match &time_query {
                 Some(query) => episodic.list(query).await,
@@ -392,6 +402,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         timed(held_facts(rt, plan)),
     );
     timings.facts = held_ms;
+    timings.feedback = feedback_ms;
     (
         timings.vector,
         timings.keyword,
@@ -446,7 +457,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         weight: crate::policy::recall::HELD_FACT_WEIGHT,
         hits: held_hits,
     });
-    if let Some(feedback) = feedback(rt, plan, &lists, &keyword_query, timings).await? {
+    if let Some(feedback) = feedback_list? {
         lists.push(feedback);
     }
     lists.retain(|l| l.weight > 0.0 && (l.retriever != Retriever::Facts || !l.hits.is_empty()));
@@ -576,18 +587,14 @@ const MAX_AS_OF_SUBJECTS: usize = 8;
 async fn feedback(
     rt: &Runtime,
     plan: &Plan<'_>,
-    lists: &[RankedList],
+    keyword_hits: &[(MemoryId, f64)],
     keyword_query: &KeywordQuery,
-    timings: &mut Timings,
 ) -> MemoryResult<Option<RankedList>> {
     let settings = rt.inner.config.recall;
     if settings.feedback_weight <= 0.0 || settings.feedback_terms == 0 {
         return Ok(None);
     }
-    let keyword_list = lists.iter().find(|l| l.retriever == Retriever::Keyword);
-    let top: Vec<MemoryId> = keyword_list
-        .map(|l| l.hits.as_slice())
-        .unwrap_or_default()
+    let top: Vec<MemoryId> = keyword_hits
         .iter()
         .take(settings.feedback_documents)
         .map(|(id, _)| id.clone())
@@ -596,25 +603,22 @@ async fn feedback(
         return Ok(None);
     }
     let episodic = &rt.actors().episodic;
-    let (expanded, took) = timed(async {
-        let documents = episodic.get_many(&top).await?;
-        let texts: Vec<&str> = documents.iter().map(|m| m.content.as_str()).collect();
-        let extra = feedback_terms(&plan.search_text, &texts, settings.feedback_terms);
-        if extra.is_empty() {
-            return Ok(Vec::new());
-        }
+    let documents = episodic.get_many(&top).await?;
+    let texts: Vec<&str> = documents.iter().map(|m| m.content.as_str()).collect();
+    let extra = feedback_terms(&plan.search_text, &texts, settings.feedback_terms);
+    let hits = if extra.is_empty() {
+        Vec::new()
+    } else {
         let query = KeywordQuery {
             text: format!("{} {}", plan.search_text, extra.join(" ")),
             ..keyword_query.clone()
         };
-        episodic.keyword_search(&query).await
-    })
-    .await;
-    timings.feedback = took;
+        episodic.keyword_search(&query).await?
+    };
     Ok(Some(RankedList {
         retriever: Retriever::Feedback,
         weight: settings.feedback_weight,
-        hits: expanded?,
+        hits,
     }))
 }
 

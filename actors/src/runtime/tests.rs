@@ -1,5 +1,5 @@
-//! Runtime-level tests: the library API on in-memory stores, recall's question cache
-//! and speaker handling, concurrent identical writes, and supervision.
+//! Runtime-level tests: the library API on in-memory stores, recall's question cache,
+//! pseudo-relevance feedback and speaker handling, concurrent identical writes, and supervision.
 
 use std::time::{Duration, Instant};
 
@@ -123,6 +123,61 @@ async fn recall_without_the_vector_retriever_does_not_embed_the_question() {
         embedded
     );
     runtime.shutdown().await.unwrap();
+}
+
+/// Recall on in-memory stores with only the keyword retrievers (no vectors, no
+/// neighbours), feedback weighted as given.
+async fn keyword_only_runtime(feedback_weight: f64) -> Runtime {
+    let mut settings = config();
+    settings.recall.vector_weight = 0.0;
+    settings.recall.neighbour_weight = 0.0;
+    settings.recall.entity_weight = 0.0;
+    settings.recall.feedback_weight = feedback_weight;
+    Runtime::start(RuntimeParts::in_memory(), settings)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_finds_a_memory_that_shares_words_with_the_best_keyword_hits_only() {
+    let agent = AgentId::parse("lib").unwrap();
+    for weight in [0.2, 0.0] {
+        let runtime = keyword_only_runtime(weight).await;
+        let mut ids = Vec::new();
+        for content in [
+            "the deploy lock is held during the payments freeze",
+            "nobody may lift the deploy lock until the payments freeze is over",
+            "the payments freeze ends on Friday at noon",
+            "lunch was pasta today",
+        ] {
+            let input = RememberInput {
+                content: content.into(),
+                ..Default::default()
+            };
+            ids.push(runtime.remember(&agent, input).await.unwrap().memory.id);
+        }
+        let found = runtime
+            .recall(RecallInput::new(agent.clone(), "who holds the deploy lock"))
+            .await
+            .unwrap();
+        let found_ids: Vec<&MemoryId> = found.hits.iter().map(|h| &h.memory.id).collect();
+        assert!(found_ids.contains(&&ids[0]) && found_ids.contains(&&ids[1]));
+        assert!(!found_ids.contains(&&ids[3]), "lunch shares nothing");
+        let freeze = found.hits.iter().find(|h| h.memory.id == ids[2]);
+        if weight > 0.0 {
+            // "payments" and "freeze" are in both keyword hits and not in the question.
+            let freeze = freeze.expect("feedback finds the end of the freeze");
+            assert_eq!(freeze.matched_by, vec!["feedback"]);
+            assert!(freeze.score < found.hits[0].score);
+        } else {
+            assert!(freeze.is_none(), "without feedback nothing finds it");
+            assert!(found
+                .hits
+                .iter()
+                .all(|h| !h.matched_by.contains(&"feedback")));
+        }
+        runtime.shutdown().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
