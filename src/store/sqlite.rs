@@ -971,4 +971,74 @@ mod tests {
         assert_eq!(again, applied);
         assert_eq!(projection.changes.lock().unwrap().len(), 2, "a and c");
     }
+
+    /// A projection whose every apply takes a while, saying when one starts and ends.
+    #[derive(Default)]
+    struct SlowProjection {
+        applies_started: std::sync::atomic::AtomicUsize,
+        applies_finished: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl mnemos_actors::store::Projection for SlowProjection {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        async fn applied(&self) -> MemoryResult<Option<u64>> {
+            Ok(None)
+        }
+        async fn apply(&self, _: &[ProjectedChange], _: Option<u64>) -> MemoryResult<()> {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.applies_started.fetch_add(1, SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            self.applies_finished.fetch_add(1, SeqCst);
+            Ok(())
+        }
+        async fn reset(&self) -> MemoryResult<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_waits_for_the_projection_apply_in_flight_before_the_store_closes() {
+        use mnemos_actors::runtime::{RememberInput, Runtime, RuntimeConfig, RuntimeParts};
+        use std::sync::atomic::Ordering::SeqCst;
+        let (store, _dir) = store().await;
+        let projection = Arc::new(SlowProjection::default());
+        let mut parts = RuntimeParts::in_memory();
+        parts.memories = Arc::new(store.clone());
+        parts.graph = Arc::new(store.clone());
+        parts.projections = vec![projection.clone()];
+        let config = RuntimeConfig {
+            projector_interval: std::time::Duration::from_millis(20),
+            ..RuntimeConfig::default()
+        };
+        let runtime = Runtime::start(parts, config).await.unwrap();
+        let agent = mnemos_actors::model::AgentId::parse("alice").unwrap();
+        let input = RememberInput {
+            content: "the deploy lock is held until Friday".into(),
+            ..Default::default()
+        };
+        runtime.remember(&agent, input).await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while projection.applies_started.load(SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the projector never applied"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        runtime.shutdown().await.unwrap();
+        let started = projection.applies_started.load(SeqCst);
+        assert_eq!(
+            projection.applies_finished.load(SeqCst),
+            started,
+            "every apply that started has finished when shutdown returns"
+        );
+        // The store can now be closed under nothing: a tick spawned before the stop
+        // applies nothing more.
+        store.close().await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(projection.applies_started.load(SeqCst), started);
+    }
 }

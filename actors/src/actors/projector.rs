@@ -347,6 +347,9 @@ struct Track {
     confirmed_at: Option<Instant>,
 }
 
+/// Longest a stopping projector waits for the apply or rebuild in flight.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
 /// How long an applied mark is trusted before the projection is asked for it again.
 const CONFIRM_MARK_EVERY: Duration = Duration::from_secs(10);
 
@@ -367,6 +370,9 @@ struct Shared {
     tracks: std::sync::Mutex<Vec<Track>>,
     /// Held while applying or rebuilding: one at a time (a tick finding it held is skipped).
     work: tokio::sync::Mutex<()>,
+    /// Set when the actor stops: a tick spawned just before then applies nothing, so no
+    /// work outlives the actor into stores being closed.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 /// One projection's health.
@@ -535,6 +541,9 @@ impl Shared {
         let Ok(_working) = self.work.try_lock() else {
             return;
         };
+        if self.stopped.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         for (index, projection) in self.args.projections.clone().iter().enumerate() {
             let mut track = self.track(index);
             let track = &mut track;
@@ -667,6 +676,9 @@ impl Shared {
     /// Rebuild one projection (or every one) from SQL, after any running tick.
     async fn rebuild_named(&self, name: Option<String>) -> MemoryResult<Vec<(String, u64)>> {
         let _working = self.work.lock().await;
+        if self.stopped.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(MemoryError::unavailable("the projector is stopping"));
+        }
         let mut done = Vec::new();
         for (index, projection) in self.args.projections.iter().enumerate() {
             if name.as_deref().is_some_and(|n| n != projection.name()) {
@@ -723,6 +735,7 @@ impl Actor for ProjectorActor {
                 args,
                 tracks: std::sync::Mutex::new(tracks),
                 work: tokio::sync::Mutex::new(()),
+                stopped: std::sync::atomic::AtomicBool::new(false),
             }),
             timer: Some(timer),
         })
@@ -735,6 +748,20 @@ impl Actor for ProjectorActor {
     ) -> Result<(), ActorProcessingErr> {
         if let Some(timer) = state.timer.take() {
             timer.abort();
+        }
+        // The tick or rebuild in flight finishes (bounded) before the actor is reported
+        // stopped, so shutdown never closes the stores under it; later ones do nothing.
+        state
+            .shared
+            .stopped
+            .store(true, std::sync::atomic::Ordering::Release);
+        if tokio::time::timeout(STOP_WAIT, state.shared.work.lock())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "a projection was still applying when the projector stopped; the outbox keeps what it had not applied"
+            );
         }
         Ok(())
     }
