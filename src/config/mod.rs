@@ -187,6 +187,9 @@ pub struct StorageSettings {
     pub path: String,
     /// PostgreSQL connection URL (`postgres://user@host:5432/db`), required when `backend = "postgres"`.
     pub url: String,
+    /// SQLite memory-mapped reads per connection, in MiB (0: off): faster keyword search
+    /// for memory that shows in the process's RSS.
+    pub mmap_mib: u64,
 }
 
 /// `[embedding]`.
@@ -799,6 +802,7 @@ mod tests {
                 "storage.backend",
                 Box::new(|s| s.storage.backend = "oracle".into()),
             ),
+            ("storage.mmap_mib", Box::new(|s| s.storage.mmap_mib = 4096)),
             (
                 "storage.url",
                 Box::new(|s| s.storage.backend = "postgres".into()),

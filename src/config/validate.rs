@@ -3,6 +3,9 @@
 
 use super::{bad, ConfigError, Settings};
 
+/// Largest `storage.mmap_mib`: SQLite's own limit (`SQLITE_MAX_MMAP_SIZE`, just under 2 GiB).
+const MAX_MMAP_MIB: u64 = 2047;
+
 impl Settings {
     /// `[auth]`: a known mode, and keys whenever the server listens beyond loopback
     /// (unless the operator opted out, which start-up logs as a warning).
@@ -126,8 +129,15 @@ impl Settings {
         Ok(())
     }
 
-    /// `[storage]`: a known backend, and a PostgreSQL URL when it is `postgres`.
+    /// `[storage]`: a known backend, a PostgreSQL URL when it is `postgres`, a memory map
+    /// SQLite can hold.
     pub(super) fn validate_storage(&self) -> Result<(), ConfigError> {
+        if self.storage.mmap_mib > MAX_MMAP_MIB {
+            return Err(bad(
+                "storage.mmap_mib",
+                format!("must be at most {MAX_MMAP_MIB} (MiB); 0 turns memory-mapped reads off"),
+            ));
+        }
         match self.storage.backend.as_str() {
             "sqlite" => {}
             "postgres" => {

@@ -53,7 +53,11 @@ impl SystemOfRecord {
                 PostgresStore::open(settings.storage.url.trim()).await?,
             ))),
             _ => Ok(Self::Sqlite(Arc::new(
-                SqliteStore::open(&settings.sqlite_path()).await?,
+                SqliteStore::open_mapped(
+                    &settings.sqlite_path(),
+                    settings.storage.mmap_mib * 1024 * 1024,
+                )
+                .await?,
             ))),
         }
     }

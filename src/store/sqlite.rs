@@ -676,6 +676,12 @@ const ROW_BUFFER: usize = 1024;
 impl SqliteStore {
     /// Open (creating if needed) the database file at `path` and apply migrations.
     pub async fn open(path: &Path) -> MemoryResult<Self> {
+        Self::open_mapped(path, 0).await
+    }
+
+    /// [`Self::open`], each connection reading the file through a memory map of up to
+    /// `mmap_bytes` (0: none; `storage.mmap_mib`).
+    pub async fn open_mapped(path: &Path, mmap_bytes: u64) -> MemoryResult<Self> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             crate::data_dir::create_private_dir(parent).map_err(|e| {
                 MemoryError::invalid(
@@ -701,7 +707,8 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10))
             .row_buffer_size(ROW_BUFFER)
             .pragma("cache_size", "-8000")
-            .pragma("temp_store", "memory");
+            .pragma("temp_store", "memory")
+            .pragma("mmap_size", mmap_bytes.to_string());
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
@@ -1040,5 +1047,22 @@ mod tests {
         store.close().await;
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         assert_eq!(projection.applies_started.load(SeqCst), started);
+    }
+
+    #[tokio::test]
+    async fn storage_mmap_mib_maps_every_connection_and_zero_maps_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mapped = SqliteStore::open_mapped(&dir.path().join("mapped.db"), 16 << 20)
+            .await
+            .unwrap();
+        let (plain, _plain_dir) = store().await;
+        let mmap_size = |store: SqliteStore| async move {
+            let statement = Statement::new("PRAGMA mmap_size", []);
+            // Two reads at once: whichever pooled connections answer are mapped.
+            let (a, b) = tokio::join!(store.row(&statement), store.row(&statement));
+            [a, b].map(|row| row.unwrap().unwrap().integer("mmap_size").unwrap())
+        };
+        assert_eq!(mmap_size(mapped).await, [16 << 20, 16 << 20]);
+        assert_eq!(mmap_size(plain).await, [0, 0]);
     }
 }
