@@ -635,8 +635,14 @@ async function main() {
     await page.keyboard.press('g');
     await page.keyboard.press('r');
     await page.waitForFunction(() => location.hash.startsWith('#/recall'));
+    // The hash changes before the page renders: "/" has a search box to focus only once
+    // the recall page is on screen.
+    await page.waitForSelector(byTest('recall-query'));
     await settled();
     await page.keyboard.press('/');
+    await page
+      .waitForFunction(() => document.activeElement && document.activeElement.dataset.testid === 'recall-query', null, { timeout: TIMEOUT })
+      .catch(() => {});
     const focused = await page.evaluate(() => document.activeElement && document.activeElement.dataset.testid);
     assert(focused === 'recall-query', `"/" should focus the search box, focused ${focused}`);
   });
