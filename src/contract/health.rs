@@ -85,6 +85,7 @@ pub async fn health(runtime: &Runtime, started: Instant, detail: bool) -> Health
             "model": health.index.as_ref().map(|i| i.model.clone()),
             "dimension": health.index.as_ref().map(|i| i.dimension),
             "indexed": health.index.as_ref().map(|i| i.vectors),
+            "keyword_indexed": health.index.as_ref().map(|i| i.keyword_memories),
         },
         "graph": { "backend": health.graph_backend, "state": state_of(ChildKind::Graph) },
         "projections": health.projections,

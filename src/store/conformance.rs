@@ -1937,6 +1937,54 @@ async fn postgres_keyword_ranking_matches_sqlite() {
     .await;
 }
 
+/// Recall's in-process keyword index, loaded the way the vector actor loads it (pages of
+/// active embeddings with their text), answers exactly as the SQL stores: same memories,
+/// same order, same scores, after updates, an archive and a delete.
+#[tokio::test]
+async fn in_process_keyword_index_matches_the_sql_stores() {
+    use mnemos_actors::store::keywords::KeywordIndex;
+    let corpus = parity_corpus();
+    let (sqlite, _dir) = sqlite_store().await;
+    let expected = parity_answers(&sqlite, &corpus).await;
+    assert!(expected.iter().filter(|a| !a.is_empty()).count() > 20);
+    let index = KeywordIndex::new();
+    let mut after: Option<MemoryId> = None;
+    // Small pages, so the load crosses page boundaries as a large store does.
+    while let Some(last) = {
+        let page = sqlite.embeddings_page(after.as_ref(), 7).await.unwrap();
+        index.upsert(&page);
+        page.last().map(|r| r.id.clone())
+    } {
+        after = Some(last);
+    }
+    assert_eq!(
+        index.len(),
+        corpus.len() - 2,
+        "archived and deleted are not indexed"
+    );
+    for (query, want) in parity_queries().iter().zip(&expected) {
+        let got = index.search(query);
+        assert_eq!(
+            ids(&got),
+            ids(want),
+            "query {:?} (agent {}, shared {})",
+            query.text,
+            query.agent_id,
+            query.include_shared
+        );
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                g.1 == w.1 || (g.1 - w.1).abs() <= 1e-12 * w.1.abs().max(1.0),
+                "score of {} for {:?}: {} vs {}",
+                g.0,
+                query.text,
+                g.1,
+                w.1
+            );
+        }
+    }
+}
+
 /// Two replicas on one schema: writers queue instead of deadlocking, a compare-and-swap
 /// has one winner, a slot one holder, and the keyword statistics stay exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -139,6 +139,11 @@ pub fn embedding_record(row: &impl Columns) -> MemoryResult<EmbeddingRecord> {
         memory_type: MemoryType::parse("type", &row.text("memory_type")?)?,
         shared: row.flag("shared")?,
         vector: row.vector("vector")?,
+        occurred_at: row.time("occurred_at")?,
+        text: mnemos_actors::store::keywords::keyword_text(
+            row.optional_text("title")?.as_deref(),
+            &row.text("content")?,
+        ),
     })
 }
 

@@ -543,7 +543,8 @@ pub const EMBEDDING: &str = "SELECT vector FROM memory_embeddings WHERE memory_i
 /// Embeddings by memory id (append the id list).
 pub const EMBEDDINGS_WHERE: &str = "SELECT memory_id, vector FROM memory_embeddings WHERE ";
 /// A page of active memories' embeddings in id order after `$1`.
-pub const EMBEDDINGS_PAGE: &str = "SELECT m.id, m.agent_id, m.memory_type, m.shared, e.vector \
+pub const EMBEDDINGS_PAGE: &str = "SELECT m.id, m.agent_id, m.memory_type, m.shared, e.vector, \
+     m.occurred_at, m.title, m.content \
      FROM memories m JOIN memory_embeddings e ON e.memory_id = m.id \
      WHERE m.status = 'active' AND m.id > $1 ORDER BY m.id LIMIT $2";
 

@@ -247,6 +247,8 @@ mod tests {
                 memory_type: MemoryType::Episodic,
                 shared: false,
                 vector: embedder.embed(text).unwrap(),
+                occurred_at: chrono::DateTime::UNIX_EPOCH,
+                text: text.clone(),
             })
             .collect()
     }

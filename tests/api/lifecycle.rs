@@ -55,6 +55,10 @@ async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
         health["backends"]["vectors"]["indexed"], 2,
         "the index is rebuilt from stored vectors"
     );
+    assert_eq!(
+        health["backends"]["vectors"]["keyword_indexed"], 2,
+        "the keyword index is rebuilt from the stored memories"
+    );
     let memory = assert_status(
         app.get(&format!("/v1/memories/{a}?agent_id=alice")).await,
         StatusCode::OK,
@@ -71,6 +75,14 @@ async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
         .unwrap()
         .iter()
         .any(|m| m == "vector"));
+    assert!(
+        found["results"][0]["matched_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "keyword"),
+        "the reloaded keyword index finds it by its words: {found}"
+    );
     let history = assert_status(
         app.get(&format!("/v1/memories/{a}/history?agent_id=alice"))
             .await,
@@ -171,6 +183,11 @@ async fn a_failed_actor_is_restarted_and_no_acknowledged_write_is_lost() {
         health["backends"]["vectors"]["indexed"],
         acknowledged.len() as u64,
         "the restarted vector index caught up from SQL"
+    );
+    assert_eq!(
+        health["backends"]["vectors"]["keyword_indexed"],
+        acknowledged.len() as u64,
+        "the restarted keyword index caught up from SQL"
     );
     let listed = assert_status(
         app.get("/v1/memories?agent_id=load&limit=200").await,

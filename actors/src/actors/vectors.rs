@@ -1,8 +1,9 @@
-//! The vector actor: owns the embedder and the in-process vector index (semantic,
-//! procedural and experience collections, partitioned by agent). The index is a
-//! projection of the embeddings stored in the system of record and is rebuilt from
-//! it (read through the episodic actor) whenever the actor starts, so nothing is
-//! re-embedded after a restart. Everybody else uses [`VectorsHandle`].
+//! The vector actor: owns the embedder, the in-process vector index (semantic,
+//! procedural and experience collections, partitioned by agent) and the in-process
+//! keyword index (recall's BM25, `store::keywords`). Both indexes are projections of
+//! the active memories in the system of record and are rebuilt from it (read through
+//! the episodic actor) whenever the actor starts, so nothing is re-embedded after a
+//! restart. Everybody else uses [`VectorsHandle`].
 
 use std::sync::Arc;
 
@@ -13,7 +14,8 @@ use super::{injected_fault, Caller, Reply};
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::MemoryId;
-use crate::store::{EmbeddingRecord, VectorIndex, VectorQuery};
+use crate::store::keywords::KeywordIndex;
+use crate::store::{EmbeddingRecord, KeywordQuery, VectorIndex, VectorQuery};
 use crate::supervisor::InjectedFault;
 
 /// Ref of the vector actor.
@@ -26,6 +28,11 @@ pub enum VectorsMsg {
         texts: Vec<String>,
         query: bool,
         reply: Reply<Vec<Vec<f32>>>,
+    },
+    /// BM25 hits of a question in the keyword index.
+    KeywordSearch {
+        query: KeywordQuery,
+        reply: Reply<Vec<(MemoryId, f64)>>,
     },
     /// Add or replace index entries.
     Upsert {
@@ -86,6 +93,8 @@ pub struct IndexStatus {
     pub dimension: usize,
     /// Vectors indexed.
     pub vectors: usize,
+    /// Memories in the keyword index.
+    pub keyword_memories: usize,
 }
 
 /// The embedder in use. A re-embedding swaps it; the supervisor's copy of the
@@ -121,6 +130,8 @@ pub struct VectorsArgs {
     pub embedder: EmbedderSlot,
     /// The index (survives actor restarts; rebuilt on start).
     pub index: Arc<dyn VectorIndex>,
+    /// The keyword index (survives actor restarts; rebuilt with the vector index).
+    pub keywords: Arc<KeywordIndex>,
     /// The system of record, where embeddings are stored durably.
     pub episodic: EpisodicHandle,
     /// Embedding jobs run at once.
@@ -162,6 +173,8 @@ pub struct VectorsState {
     embedder: EmbedderSlot,
     /// The index.
     index: Arc<dyn VectorIndex>,
+    /// The keyword index, kept in step with the vector index.
+    keywords: Arc<KeywordIndex>,
     /// The system of record, read by rebuilds.
     episodic: EpisodicHandle,
     /// Bounds the embedding work in flight.
@@ -356,13 +369,16 @@ async fn search_on_blocking_threads(
     Ok(results)
 }
 
-/// Rebuild `index` from every active embedding in `store`; returns the number indexed.
+/// Rebuild `index` and `keywords` from every active embedding in `store`; returns the
+/// number indexed.
 pub async fn rebuild_index(
     episodic: &EpisodicHandle,
     index: &dyn VectorIndex,
+    keywords: &KeywordIndex,
     dimension: usize,
 ) -> MemoryResult<usize> {
     index.clear();
+    keywords.clear();
     let mut after: Option<MemoryId> = None;
     let mut total = 0;
     loop {
@@ -377,6 +393,7 @@ pub async fn rebuild_index(
         }
         total += page.len();
         index.upsert(&page);
+        keywords.upsert(&page);
     }
     Ok(total)
 }
@@ -396,8 +413,13 @@ impl Actor for VectorsActor {
             .check_embedding_model(embedder.model_id(), embedder.dimension())
             .await?;
         let started = std::time::Instant::now();
-        let count =
-            rebuild_index(&args.episodic, args.index.as_ref(), embedder.dimension()).await?;
+        let count = rebuild_index(
+            &args.episodic,
+            args.index.as_ref(),
+            &args.keywords,
+            embedder.dimension(),
+        )
+        .await?;
         tracing::info!(
             vectors = count,
             took_ms = started.elapsed().as_millis() as u64,
@@ -406,6 +428,7 @@ impl Actor for VectorsActor {
         Ok(VectorsState {
             embedder: args.embedder,
             index: args.index,
+            keywords: args.keywords,
             episodic: args.episodic,
             queue: Arc::new(EmbedQueue {
                 permits: tokio::sync::Semaphore::new(args.embed_concurrency.max(1)),
@@ -477,23 +500,45 @@ impl Actor for VectorsActor {
                     let _ = reply.send(search_on_blocking_threads(index, queries).await);
                 });
             }
+            VectorsMsg::KeywordSearch { query, reply } => {
+                // Fractions of a millisecond under a shared lock: no blocking thread needed,
+                // but off the mailbox so projections do not wait behind searches.
+                let keywords = state.keywords.clone();
+                tokio::spawn(async move {
+                    let _ = reply.send(Ok(keywords.search(&query)));
+                });
+            }
             VectorsMsg::Upsert { entries, reply } => {
                 state.index.upsert(&entries);
+                state.keywords.upsert(&entries);
                 let _ = reply.send(Ok(()));
             }
             VectorsMsg::Remove { ids, reply } => {
                 state.index.remove(&ids);
+                state.keywords.remove(&ids);
                 let _ = reply.send(Ok(()));
             }
             VectorsMsg::Rebuild { reply } => {
                 let dimension = state.embedder.current().dimension();
-                let result = rebuild_index(&state.episodic, state.index.as_ref(), dimension).await;
+                let result = rebuild_index(
+                    &state.episodic,
+                    state.index.as_ref(),
+                    &state.keywords,
+                    dimension,
+                )
+                .await;
                 let _ = reply.send(result);
             }
             VectorsMsg::Switch { embedder, reply } => {
                 let dimension = embedder.dimension();
                 state.embedder.replace(embedder);
-                let result = rebuild_index(&state.episodic, state.index.as_ref(), dimension).await;
+                let result = rebuild_index(
+                    &state.episodic,
+                    state.index.as_ref(),
+                    &state.keywords,
+                    dimension,
+                )
+                .await;
                 let _ = reply.send(result);
             }
             VectorsMsg::Status { reply } => {
@@ -503,6 +548,7 @@ impl Actor for VectorsActor {
                     model: embedder.model_id().to_string(),
                     dimension: embedder.dimension(),
                     vectors: state.index.len(),
+                    keyword_memories: state.keywords.len(),
                 }));
             }
             VectorsMsg::InjectFault => return Err(injected_fault("vectors")),
@@ -638,6 +684,16 @@ impl VectorsHandle {
     pub async fn search(&self, query: &VectorQuery) -> MemoryResult<Vec<(MemoryId, f32)>> {
         self.caller
             .ask(|reply| VectorsMsg::Search {
+                query: query.clone(),
+                reply,
+            })
+            .await
+    }
+    /// BM25 hits of `query` from the in-process keyword index (the SQL stores' own
+    /// scores, without a round trip to them).
+    pub async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
+        self.caller
+            .ask(|reply| VectorsMsg::KeywordSearch {
                 query: query.clone(),
                 reply,
             })

@@ -999,6 +999,7 @@ fn child_specs(
             VectorsArgs {
                 embedder: EmbedderSlot::new(parts.embedder.clone()),
                 index: parts.vectors.clone(),
+                keywords: Arc::new(crate::store::keywords::KeywordIndex::new()),
                 episodic: actors.episodic.clone(),
                 embed_concurrency: config.embedding.concurrency,
                 max_queued_texts: config.embedding.max_queued_texts,

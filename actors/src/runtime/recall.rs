@@ -384,7 +384,8 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         // Feedback learns from the keyword hits alone, so it follows them at once, beside
         // the other retrievers (behind a question embedding that takes longer, it is free).
         async {
-            let (hits, keyword_ms) = timed(episodic.keyword_search(&keyword_query)).await;
+            let (hits, keyword_ms) =
+                timed(rt.actors().vectors.keyword_search(&keyword_query)).await;
             let (feedback, feedback_ms) = match &hits {
                 Ok(hits) => timed(feedback(rt, plan, hits, &keyword_query)).await,
                 Err(_) => (Ok(None), 0.0),
@@ -613,7 +614,7 @@ async fn feedback(
             text: format!("{} {}", plan.search_text, extra.join(" ")),
             ..keyword_query.clone()
         };
-        episodic.keyword_search(&query).await?
+        rt.actors().vectors.keyword_search(&query).await?
     };
     Ok(Some(RankedList {
         retriever: Retriever::Feedback,

@@ -87,13 +87,7 @@ pub fn embedding_text(memory: &Memory) -> String {
 
 /// The index entry of a memory with `vector`.
 pub(super) fn embedding_record(memory: &Memory, vector: Vec<f32>) -> EmbeddingRecord {
-    EmbeddingRecord {
-        id: memory.id.clone(),
-        agent_id: memory.agent_id.clone(),
-        memory_type: memory.memory_type,
-        shared: memory.shared,
-        vector,
-    }
+    EmbeddingRecord::of(memory, vector)
 }
 
 /// Remember one memory.
@@ -560,7 +554,8 @@ async fn find_contradictions(
         };
         let mut candidates: Vec<MemoryId> = band.clone();
         candidates.extend(
-            episodic
+            rt.actors()
+                .vectors
                 .keyword_search(&query)
                 .await?
                 .into_iter()

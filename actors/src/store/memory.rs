@@ -445,13 +445,7 @@ impl MemoryStore for InMemoryMemoryStore {
         Ok(range
             .filter(|(_, r)| r.memory.status == MemoryStatus::Active)
             .take(limit)
-            .map(|(id, r)| EmbeddingRecord {
-                id: id.clone(),
-                agent_id: r.memory.agent_id.clone(),
-                memory_type: r.memory.memory_type,
-                shared: r.memory.shared,
-                vector: r.embedding.clone(),
-            })
+            .map(|(_, r)| EmbeddingRecord::of(&r.memory, r.embedding.clone()))
             .collect())
     }
 
@@ -1416,6 +1410,8 @@ mod tests {
             memory_type,
             shared,
             vector,
+            occurred_at: DateTime::UNIX_EPOCH,
+            text: String::new(),
         }
     }
 

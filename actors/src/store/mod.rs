@@ -7,6 +7,7 @@
 //! files at all; the service (`src/`) adds SQLite and an HNSW index.
 
 pub mod entities;
+pub mod keywords;
 pub mod kv;
 pub mod memory;
 pub mod projects;
@@ -215,6 +216,25 @@ pub struct EmbeddingRecord {
     pub shared: bool,
     /// The vector.
     pub vector: Vec<f32>,
+    /// When it happened (the keyword index filters a query's time range on it).
+    pub occurred_at: DateTime<Utc>,
+    /// Its title and content (`keywords::keyword_text`), which the keyword index reads.
+    pub text: String,
+}
+
+impl EmbeddingRecord {
+    /// The index entry of `memory` with its `vector`.
+    pub fn of(memory: &Memory, vector: Vec<f32>) -> Self {
+        Self {
+            id: memory.id.clone(),
+            agent_id: memory.agent_id.clone(),
+            memory_type: memory.memory_type,
+            shared: memory.shared,
+            vector,
+            occurred_at: memory.occurred_at,
+            text: keywords::keyword_text(memory.title.as_deref(), &memory.content),
+        }
+    }
 }
 
 /// One cluster's consolidation, applied in one transaction: the derived memory, its

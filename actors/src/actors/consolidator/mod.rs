@@ -325,13 +325,7 @@ fn product_of_consolidation(
 
 /// The index entry of a memory with `vector`.
 fn index_entry(memory: &Memory, vector: Vec<f32>) -> EmbeddingRecord {
-    EmbeddingRecord {
-        id: memory.id.clone(),
-        agent_id: memory.agent_id.clone(),
-        memory_type: memory.memory_type,
-        shared: memory.shared,
-        vector,
-    }
+    EmbeddingRecord::of(memory, vector)
 }
 
 /// One sleep-cycle pass for one agent. Tests, the CLI and `POST /tools/consolidate` call it directly.
@@ -1061,13 +1055,7 @@ mod tests {
             .insert(&[StoredMemory::new(memory.clone(), embedding.clone())])
             .await
             .unwrap();
-        f.index.upsert(&[EmbeddingRecord {
-            id: memory.id.clone(),
-            agent_id: f.agent.clone(),
-            memory_type: memory.memory_type,
-            shared: false,
-            vector: embedding,
-        }]);
+        f.index.upsert(&[EmbeddingRecord::of(&memory, embedding)]);
         memory
     }
 
