@@ -18,6 +18,7 @@ pub mod arbiter;
 pub mod clock;
 pub mod embedding;
 pub mod error;
+pub mod hashing;
 pub mod kv;
 pub mod model;
 pub mod policy;

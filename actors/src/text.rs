@@ -163,16 +163,34 @@ pub fn keyword_terms(text: &str) -> Vec<String> {
     static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> = std::sync::LazyLock::new(|| {
         rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English)
     });
-    search_terms(text)
-        .into_iter()
-        .map(|word| {
-            if word.chars().any(|c| c.is_ascii_digit()) {
-                word
-            } else {
-                STEMMER.stem(&word).into_owned()
-            }
-        })
-        .collect()
+    // Stems of words seen lately on this thread: a text's words mostly come back (Zipf),
+    // and stemming is most of the cost of indexing one (a reload indexes every memory).
+    thread_local! {
+        static STEMS: std::cell::RefCell<crate::hashing::FastMap<String, String>> =
+            std::cell::RefCell::new(crate::hashing::FastMap::default());
+    }
+    /// Words remembered per thread before the cache starts over.
+    const STEMS_KEPT: usize = 32_768;
+    STEMS.with(|stems| {
+        let mut stems = stems.borrow_mut();
+        search_terms(text)
+            .into_iter()
+            .map(|word| {
+                if word.chars().any(|c| c.is_ascii_digit()) {
+                    return word;
+                }
+                if let Some(stem) = stems.get(&word) {
+                    return stem.clone();
+                }
+                let stem = STEMMER.stem(&word).into_owned();
+                if stems.len() >= STEMS_KEPT {
+                    stems.clear();
+                }
+                stems.insert(word, stem.clone());
+                stem
+            })
+            .collect()
+    })
 }
 
 /// Estimated token count of `text` for budgets, modelled on byte-level BPE

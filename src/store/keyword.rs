@@ -11,7 +11,7 @@
 //! memory is a sentence or two. k1 0.9 / b 0.4 (saturate repeats sooner, normalise
 //! length less) measured +0.013 any@10 and +0.016 nDCG@10 on the LoCoMo dev set (README).
 
-use mnemos_actors::model::{AgentId, Memory, MemoryId};
+use mnemos_actors::model::{AgentId, Memory};
 use mnemos_actors::store::keywords::keyword_text;
 use mnemos_actors::store::KeywordQuery;
 use mnemos_actors::text::keyword_terms;

@@ -55,9 +55,13 @@ async fn memories_edges_and_history_survive_a_restart_without_re_embedding() {
         health["backends"]["vectors"]["indexed"], 2,
         "the index is rebuilt from stored vectors"
     );
-    assert_eq!(
-        health["backends"]["vectors"]["keyword_indexed"], 2,
-        "the keyword index is rebuilt from the stored memories"
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            let health = app.get("/health").await.json::<serde_json::Value>().await;
+            health.is_ok_and(|h| h["backends"]["vectors"]["keyword_indexed"] == 2)
+        })
+        .await,
+        "the keyword index is reloaded from the stored memories in the background"
     );
     let memory = assert_status(
         app.get(&format!("/v1/memories/{a}?agent_id=alice")).await,
@@ -184,9 +188,14 @@ async fn a_failed_actor_is_restarted_and_no_acknowledged_write_is_lost() {
         acknowledged.len() as u64,
         "the restarted vector index caught up from SQL"
     );
-    assert_eq!(
-        health["backends"]["vectors"]["keyword_indexed"],
-        acknowledged.len() as u64,
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            let health = app.get("/health").await.json::<serde_json::Value>().await;
+            health.is_ok_and(|h| {
+                h["backends"]["vectors"]["keyword_indexed"] == acknowledged.len() as u64
+            })
+        })
+        .await,
         "the restarted keyword index caught up from SQL"
     );
     let listed = assert_status(

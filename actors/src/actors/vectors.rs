@@ -14,7 +14,7 @@ use super::{injected_fault, Caller, Reply};
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::MemoryId;
-use crate::store::keywords::KeywordIndex;
+use crate::store::keywords::{KeywordIndex, KeywordLoad, Prepared};
 use crate::store::{EmbeddingRecord, KeywordQuery, VectorIndex, VectorQuery};
 use crate::supervisor::InjectedFault;
 
@@ -32,7 +32,7 @@ pub enum VectorsMsg {
     /// BM25 hits of a question in the keyword index.
     KeywordSearch {
         query: KeywordQuery,
-        reply: Reply<Vec<(MemoryId, f64)>>,
+        reply: Reply<Option<Vec<(MemoryId, f64)>>>,
     },
     /// Add or replace index entries.
     Upsert {
@@ -369,16 +369,48 @@ async fn search_on_blocking_threads(
     Ok(results)
 }
 
-/// Rebuild `index` and `keywords` from every active embedding in `store`; returns the
-/// number indexed.
+/// The keyword postings of `page`, prepared on blocking threads, one part per core. The
+/// work starts at once (before the returned future is awaited).
+fn prepare_keywords(
+    page: Arc<Vec<EmbeddingRecord>>,
+) -> impl std::future::Future<Output = MemoryResult<Vec<Prepared>>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = page.len().div_ceil(workers).max(1);
+    let mut tasks = Vec::new();
+    for start in (0..page.len()).step_by(chunk) {
+        let page = page.clone();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let end = (start + chunk).min(page.len());
+            page[start..end]
+                .iter()
+                .map(Prepared::of)
+                .collect::<Vec<_>>()
+        }));
+    }
+    async move {
+        let mut prepared = Vec::new();
+        for task in tasks {
+            prepared.extend(
+                task.await.map_err(|e| {
+                    MemoryError::internal(format!("keyword index task failed: {e}"))
+                })?,
+            );
+        }
+        Ok(prepared)
+    }
+}
+
+/// Rebuild `index` from every active embedding in `store` (returns the number indexed),
+/// then start reloading `keywords` in the background ([`load_keywords`]).
 pub async fn rebuild_index(
     episodic: &EpisodicHandle,
     index: &dyn VectorIndex,
-    keywords: &KeywordIndex,
+    keywords: &Arc<KeywordIndex>,
     dimension: usize,
 ) -> MemoryResult<usize> {
     index.clear();
-    keywords.clear();
+    // Begun before the first page is read: every change from now on is journaled.
+    let load = keywords.begin_load();
     let mut after: Option<MemoryId> = None;
     let mut total = 0;
     loop {
@@ -393,9 +425,47 @@ pub async fn rebuild_index(
         }
         total += page.len();
         index.upsert(&page);
-        keywords.upsert(&page);
     }
+    tokio::spawn(load_keywords(episodic.clone(), keywords.clone(), load));
     Ok(total)
+}
+
+/// Load the keyword index from the system of record beside the running service (recall
+/// asks the SQL store until it is done), then install it with the changes made meanwhile.
+async fn load_keywords(
+    episodic: EpisodicHandle,
+    keywords: Arc<KeywordIndex>,
+    mut load: KeywordLoad,
+) {
+    let started = std::time::Instant::now();
+    let mut after: Option<MemoryId> = None;
+    let mut total = 0usize;
+    loop {
+        let page = match episodic.embeddings_page(after.as_ref(), 4096).await {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::warn!(%error, "keyword index not loaded; recall searches words in SQL until the next rebuild");
+                return;
+            }
+        };
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        total += page.len();
+        match prepare_keywords(Arc::new(page)).await {
+            Ok(prepared) => load.insert(prepared),
+            Err(error) => {
+                tracing::warn!(%error, "keyword index not loaded; recall searches words in SQL until the next rebuild");
+                return;
+            }
+        }
+    }
+    if keywords.finish_load(load) {
+        tracing::info!(
+            memories = total,
+            took_ms = started.elapsed().as_millis() as u64,
+            "keyword index loaded"
+        );
+    }
 }
 
 impl Actor for VectorsActor {
@@ -690,8 +760,11 @@ impl VectorsHandle {
             .await
     }
     /// BM25 hits of `query` from the in-process keyword index (the SQL stores' own
-    /// scores, without a round trip to them).
-    pub async fn keyword_search(&self, query: &KeywordQuery) -> MemoryResult<Vec<(MemoryId, f64)>> {
+    /// scores, without a round trip to them); `None` while the index is loading.
+    pub async fn keyword_search(
+        &self,
+        query: &KeywordQuery,
+    ) -> MemoryResult<Option<Vec<(MemoryId, f64)>>> {
         self.caller
             .ask(|reply| VectorsMsg::KeywordSearch {
                 query: query.clone(),

@@ -322,7 +322,7 @@ mod tests {
             entity: alice(4),
             ..subject.clone()
         };
-        assert!(plan_profiles(&[rare.clone()], &[], &ids, 5).is_empty());
+        assert!(plan_profiles(std::slice::from_ref(&rare), &[], &ids, 5).is_empty());
         let silent = ProfileSubject {
             facts: Vec::new(),
             ..subject.clone()

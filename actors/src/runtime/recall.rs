@@ -333,6 +333,18 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
     })
 }
 
+/// BM25 hits of `query`: from the vector actor's in-process keyword index, or from the
+/// SQL store (which scores alike) while that index is loading.
+pub(super) async fn search_words(
+    rt: &Runtime,
+    query: &KeywordQuery,
+) -> MemoryResult<Vec<(MemoryId, f64)>> {
+    match rt.actors().vectors.keyword_search(query).await? {
+        Some(hits) => Ok(hits),
+        None => rt.actors().episodic.keyword_search(query).await,
+    }
+}
+
 /// Ask every retriever at once (feedback right after the keyword hits).
 async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> MemoryResult<Retrieved> {
     let input = plan.input;
@@ -384,8 +396,7 @@ async fn retrieve(rt: &Runtime, plan: &Plan<'_>, timings: &mut Timings) -> Memor
         // Feedback learns from the keyword hits alone, so it follows them at once, beside
         // the other retrievers (behind a question embedding that takes longer, it is free).
         async {
-            let (hits, keyword_ms) =
-                timed(rt.actors().vectors.keyword_search(&keyword_query)).await;
+            let (hits, keyword_ms) = timed(search_words(rt, &keyword_query)).await;
             let (feedback, feedback_ms) = match &hits {
                 Ok(hits) => timed(feedback(rt, plan, hits, &keyword_query)).await,
                 Err(_) => (Ok(None), 0.0),
@@ -614,7 +625,7 @@ async fn feedback(
             text: format!("{} {}", plan.search_text, extra.join(" ")),
             ..keyword_query.clone()
         };
-        rt.actors().vectors.keyword_search(&query).await?
+        search_words(rt, &query).await?
     };
     Ok(Some(RankedList {
         retriever: Retriever::Feedback,

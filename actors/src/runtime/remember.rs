@@ -554,9 +554,7 @@ async fn find_contradictions(
         };
         let mut candidates: Vec<MemoryId> = band.clone();
         candidates.extend(
-            rt.actors()
-                .vectors
-                .keyword_search(&query)
+            super::recall::search_words(rt, &query)
                 .await?
                 .into_iter()
                 .map(|(id, _)| id),

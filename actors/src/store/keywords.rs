@@ -11,12 +11,13 @@
 //! operations in the same order. `src/store/conformance.rs` pins that both give the
 //! same hits, order and scores.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 
 use super::{EmbeddingRecord, KeywordQuery};
+use crate::hashing::FastMap;
 use crate::model::{AgentId, MemoryId};
 use crate::text::keyword_terms;
 
@@ -97,8 +98,8 @@ type Postings = Vec<(u32, u32)>;
 /// One indexed memory in a partition.
 #[derive(Debug)]
 struct Doc {
-    /// Which memory.
-    id: MemoryId,
+    /// Which memory (one allocation shared with its [`Place`] key and the shared pool).
+    id: Arc<str>,
     /// When it happened (a query's time range filters on it).
     occurred_at: DateTime<Utc>,
     /// Its postings in all, the shared pool's copies included (FTS5's row length).
@@ -111,7 +112,7 @@ struct Partition {
     /// Slot → memory; `None` once removed (until compaction renumbers the slots).
     docs: Vec<Option<Doc>>,
     /// Folded term → postings.
-    terms: HashMap<Box<str>, Postings>,
+    terms: FastMap<Box<str>, Postings>,
     /// Removed slots still named by postings.
     dead: usize,
 }
@@ -213,9 +214,9 @@ struct Place {
 #[derive(Debug, Default)]
 struct Inner {
     /// Each indexed memory's place.
-    places: HashMap<MemoryId, Place>,
+    places: FastMap<Arc<str>, Place>,
     /// Agent → partition number.
-    agents: HashMap<AgentId, u32>,
+    agents: FastMap<AgentId, u32>,
     /// The partitions, by number.
     partitions: Vec<Partition>,
     /// The shared pool.
@@ -224,22 +225,60 @@ struct Inner {
     tokens: u64,
 }
 
+/// A memory's postings worked out from its record, before the index's lock is taken
+/// (the tokenising and stemming is most of an upsert's time).
+#[derive(Debug)]
+pub struct Prepared {
+    /// Which memory.
+    id: Arc<str>,
+    /// Whose.
+    agent_id: AgentId,
+    /// Also filed in the shared pool.
+    shared: bool,
+    /// When it happened.
+    occurred_at: DateTime<Utc>,
+    /// Folded term → occurrences.
+    counts: Vec<(String, u32)>,
+    /// Its postings in all (FTS5's row length: a shared memory's count twice).
+    length: u32,
+}
+
+impl Prepared {
+    /// Work out `entry`'s postings.
+    pub fn of(entry: &EmbeddingRecord) -> Self {
+        let mut terms = keyword_terms(&entry.text);
+        let length = terms.len();
+        for term in terms.iter_mut() {
+            if !term.is_ascii() {
+                *term = fold(term).into_owned();
+            }
+        }
+        terms.sort_unstable();
+        let mut counts: Vec<(String, u32)> = Vec::with_capacity(terms.len());
+        for term in terms {
+            match counts.last_mut() {
+                Some((last, count)) if *last == term => *count += 1,
+                _ => counts.push((term, 1)),
+            }
+        }
+        let copies = if entry.shared { 2 } else { 1 };
+        Self {
+            id: Arc::from(entry.id.as_str()),
+            agent_id: entry.agent_id.clone(),
+            shared: entry.shared,
+            occurred_at: entry.occurred_at,
+            counts,
+            length: u32::try_from(length * copies).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 impl Inner {
     /// Index one memory (replacing what it had).
-    fn upsert(&mut self, entry: &EmbeddingRecord) {
+    fn upsert(&mut self, entry: Prepared) {
         self.remove(&entry.id);
-        let terms = keyword_terms(&entry.text);
-        let mut counts: Vec<(String, u32)> = Vec::new();
-        {
-            let mut by_term: HashMap<String, u32> = HashMap::with_capacity(terms.len());
-            for term in &terms {
-                *by_term.entry(fold(term).into_owned()).or_insert(0) += 1;
-            }
-            counts.extend(by_term);
-        }
-        let counts: Vec<(&str, u32)> = counts.iter().map(|(t, c)| (t.as_str(), *c)).collect();
-        let copies = if entry.shared { 2 } else { 1 };
-        let length = u32::try_from(terms.len() * copies).unwrap_or(u32::MAX);
+        let counts: Vec<(&str, u32)> = entry.counts.iter().map(|(t, c)| (t.as_str(), *c)).collect();
+        let length = entry.length;
         let doc = || Doc {
             id: entry.id.clone(),
             occurred_at: entry.occurred_at,
@@ -265,7 +304,7 @@ impl Inner {
     }
 
     /// Unindex one memory (nothing if it is not indexed).
-    fn remove(&mut self, id: &MemoryId) {
+    fn remove(&mut self, id: &str) {
         let Some(place) = self.places.remove(id) else {
             return;
         };
@@ -308,7 +347,7 @@ impl Inner {
         let mut idfs = Vec::with_capacity(phrases);
         // Memory → its phrase frequencies (a shared memory of the agent is found in both
         // partitions: one row in SQL, so one set of frequencies here).
-        let mut found: HashMap<&MemoryId, (Vec<f64>, u32)> = HashMap::new();
+        let mut found: FastMap<&str, (Vec<f64>, u32)> = FastMap::default();
         let range = query.occurred.as_ref();
         for (group, partition) in partitions.iter().enumerate() {
             for (position, term) in terms.iter().enumerate() {
@@ -324,64 +363,171 @@ impl Inner {
                         continue;
                     };
                     let entry = found
-                        .entry(&doc.id)
+                        .entry(&*doc.id)
                         .or_insert_with(|| (vec![0.0; phrases], doc.length));
                     entry.0[phrase] += f64::from(count);
                 }
             }
         }
         let avgdl = self.tokens as f64 / rows as f64;
-        let scored = found
+        let mut scored: Vec<(&str, f64)> = found
             .into_iter()
-            .map(|(id, (freqs, length))| {
-                (id.clone(), bm25(&freqs, &idfs, f64::from(length), avgdl))
-            })
+            .map(|(id, (freqs, length))| (id, bm25(&freqs, &idfs, f64::from(length), avgdl)))
             .collect();
-        best(scored, query.limit)
+        // `best`'s order, before the few kept ids are copied out.
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        scored.truncate(query.limit);
+        scored
+            .into_iter()
+            .map(|(id, score)| (MemoryId(id.to_string()), score))
+            .collect()
     }
 }
 
+/// A change that reached the index while a load was running, replayed onto the loaded
+/// postings before they replace the live ones.
+#[derive(Debug)]
+enum Change {
+    /// Index these (replacing what they had).
+    Upsert(Vec<Prepared>),
+    /// Unindex these.
+    Remove(Vec<MemoryId>),
+}
+
 /// The in-process keyword index (see the module documentation). Shared by the vector
-/// actor's restarts like the vector index, and rebuilt with it.
+/// actor's restarts like the vector index. It loads in the background ([`Self::begin_load`],
+/// [`KeywordLoad`], [`Self::finish_load`]) so a restart is not held up by tokenising every
+/// memory; until a load is complete [`Self::search`] answers `None` and recall asks the
+/// SQL store, which scores alike.
 #[derive(Debug, Default)]
 pub struct KeywordIndex {
     /// The postings; searches read, projections write.
     inner: RwLock<Inner>,
+    /// While a load runs: the changes since it began, in order (`None`: no load).
+    journal: Mutex<Option<Vec<Change>>>,
+    /// True once a load completed and no other has begun since.
+    ready: AtomicBool,
+    /// Number of the latest load begun (an older one finishing is discarded).
+    generation: AtomicU64,
+}
+
+/// Postings being loaded beside the live index (from pages of the system of record).
+#[derive(Debug)]
+pub struct KeywordLoad {
+    /// The load's number.
+    generation: u64,
+    /// What has been loaded so far.
+    inner: Inner,
+}
+
+impl KeywordLoad {
+    /// Add a page of prepared entries.
+    pub fn insert(&mut self, prepared: Vec<Prepared>) {
+        for entry in prepared {
+            self.inner.upsert(entry);
+        }
+    }
 }
 
 impl KeywordIndex {
-    /// An empty index.
+    /// An empty index, ready (nothing to load).
     pub fn new() -> Self {
-        Self::default()
+        let index = Self::default();
+        index.ready.store(true, Ordering::Release);
+        index
     }
 
     /// Index `entries` (replacing what they had).
     pub fn upsert(&self, entries: &[EmbeddingRecord]) {
+        self.insert(entries.iter().map(Prepared::of).collect());
+    }
+
+    /// Index entries prepared beforehand (replacing what they had).
+    pub fn insert(&self, prepared: Vec<Prepared>) {
+        let mut journal = self.journal();
+        if let Some(changes) = journal.as_mut() {
+            changes.push(Change::Upsert(prepared));
+            return;
+        }
         let mut inner = self.write();
-        for entry in entries {
+        for entry in prepared {
             inner.upsert(entry);
         }
     }
 
     /// Unindex `ids` (unknown ids are ignored).
     pub fn remove(&self, ids: &[MemoryId]) {
+        let mut journal = self.journal();
+        if let Some(changes) = journal.as_mut() {
+            changes.push(Change::Remove(ids.to_vec()));
+            return;
+        }
         let mut inner = self.write();
         for id in ids {
-            inner.remove(id);
+            inner.remove(id.as_str());
         }
     }
 
-    /// Drop everything (before a rebuild).
-    pub fn clear(&self) {
+    /// Start loading from scratch: searches answer `None` and changes are journaled until
+    /// [`Self::finish_load`] installs what was loaded.
+    pub fn begin_load(&self) -> KeywordLoad {
+        let mut journal = self.journal();
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.ready.store(false, Ordering::Release);
+        *journal = Some(Vec::new());
         *self.write() = Inner::default();
+        KeywordLoad {
+            generation,
+            inner: Inner::default(),
+        }
     }
 
-    /// BM25 hits of `query`, best first (ties by id), at most `query.limit`.
-    pub fn search(&self, query: &KeywordQuery) -> Vec<(MemoryId, f64)> {
-        match self.inner.read() {
+    /// Replay the changes journaled since `load` began onto it and make it the live index;
+    /// a load overtaken by a newer one is dropped. Returns whether it was installed.
+    pub fn finish_load(&self, mut load: KeywordLoad) -> bool {
+        let mut journal = self.journal();
+        if load.generation != self.generation.load(Ordering::Acquire) {
+            return false;
+        }
+        for change in journal.take().unwrap_or_default() {
+            match change {
+                Change::Upsert(prepared) => load.insert(prepared),
+                Change::Remove(ids) => {
+                    for id in ids {
+                        load.inner.remove(id.as_str());
+                    }
+                }
+            }
+        }
+        *self.write() = load.inner;
+        self.ready.store(true, Ordering::Release);
+        true
+    }
+
+    /// Load everything now, from `pages` (a test's or a small store's load).
+    pub fn load(&self, pages: impl IntoIterator<Item = Vec<EmbeddingRecord>>) {
+        let mut load = self.begin_load();
+        for page in pages {
+            load.insert(page.iter().map(Prepared::of).collect());
+        }
+        self.finish_load(load);
+    }
+
+    /// True when the postings are complete (no load is running).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// BM25 hits of `query`, best first (ties by id), at most `query.limit`; `None` while
+    /// a load is running (ask the SQL store then).
+    pub fn search(&self, query: &KeywordQuery) -> Option<Vec<(MemoryId, f64)>> {
+        if !self.is_ready() {
+            return None;
+        }
+        Some(match self.inner.read() {
             Ok(inner) => inner.search(query),
             Err(poisoned) => poisoned.into_inner().search(query),
-        }
+        })
     }
 
     /// Memories indexed.
@@ -395,6 +541,13 @@ impl KeywordIndex {
     /// True when nothing is indexed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Option<Vec<Change>>> {
+        match self.journal.lock() {
+            Ok(journal) => journal,
+            Err(poisoned) => poisoned.into_inner(),
+        }
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
@@ -434,6 +587,10 @@ mod tests {
         }
     }
 
+    fn find(index: &KeywordIndex, query: &KeywordQuery) -> Vec<(MemoryId, f64)> {
+        index.search(query).expect("the index is loaded")
+    }
+
     fn ids(hits: &[(MemoryId, f64)]) -> Vec<&str> {
         hits.iter().map(|(id, _)| id.as_str()).collect()
     }
@@ -469,7 +626,7 @@ mod tests {
             entry("m3", "alice", false, 3, "river run at dawn"),
             entry("m4", "bob", false, 4, "my grinder is broken"),
         ]);
-        let hits = index.search(&query("alice", "grinder"));
+        let hits = find(&index, &query("alice", "grinder"));
         assert_eq!(
             ids(&hits),
             ["m2", "m1"],
@@ -477,13 +634,13 @@ mod tests {
         );
         assert!(hits[0].1 > hits[1].1);
         assert_eq!(
-            ids(&index.search(&query("bob", "grinders"))),
+            ids(&find(&index, &query("bob", "grinders"))),
             ["m4"],
             "stems match"
         );
-        assert!(index.search(&query("carol", "grinder")).is_empty());
+        assert!(find(&index, &query("carol", "grinder")).is_empty());
         assert!(
-            index.search(&query("alice", "the of")).is_empty(),
+            find(&index, &query("alice", "the of")).is_empty(),
             "stop words only"
         );
     }
@@ -501,13 +658,13 @@ mod tests {
             ),
             entry("m2", "bob", false, 2, "deploy lock released"),
         ]);
-        assert_eq!(ids(&index.search(&query("bob", "deploy lock"))), ["m2"]);
+        assert_eq!(ids(&find(&index, &query("bob", "deploy lock"))), ["m2"]);
         let mut with_shared = query("bob", "deploy lock");
         with_shared.include_shared = true;
-        assert_eq!(ids(&index.search(&with_shared)), ["m2", "m1"]);
+        assert_eq!(ids(&find(&index, &with_shared)), ["m2", "m1"]);
         let mut own = query("alice", "deploy lock");
         own.include_shared = true;
-        let hits = index.search(&own);
+        let hits = find(&index, &own);
         assert_eq!(ids(&hits), ["m1"], "found in both partitions, one hit");
     }
 
@@ -523,17 +680,17 @@ mod tests {
             start: Utc.with_ymd_and_hms(2024, 1, 5, 0, 0, 0).unwrap(),
             end: Utc.with_ymd_and_hms(2024, 1, 10, 0, 0, 0).unwrap(),
         });
-        assert_eq!(ids(&index.search(&ranged)), ["m2"]);
+        assert_eq!(ids(&find(&index, &ranged)), ["m2"]);
         assert_eq!(
-            index.search(&query("alice", "café")).len(),
+            find(&index, &query("alice", "café")).len(),
             2,
             "diacritics fold"
         );
         index.upsert(&[entry("m2", "alice", false, 9, "tea instead")]);
-        assert_eq!(ids(&index.search(&query("alice", "cafe"))), ["m1"]);
-        assert_eq!(ids(&index.search(&query("alice", "tea"))), ["m2"]);
+        assert_eq!(ids(&find(&index, &query("alice", "cafe"))), ["m1"]);
+        assert_eq!(ids(&find(&index, &query("alice", "tea"))), ["m2"]);
         index.remove(&[MemoryId("m1".into()), MemoryId("unknown".into())]);
-        assert!(index.search(&query("alice", "cafe")).is_empty());
+        assert!(find(&index, &query("alice", "cafe")).is_empty());
         assert_eq!(index.len(), 1);
     }
 
@@ -559,13 +716,47 @@ mod tests {
         index.remove(&removed);
         assert_eq!(index.len(), 500 - removed.len());
         for n in 0..500 {
-            let hits = index.search(&query("alice", &format!("number{n}")));
+            let hits = find(&index, &query("alice", &format!("number{n}")));
             let live = n >= 400 || n % 5 == 0;
             assert_eq!(hits.len(), usize::from(live), "memory {n}");
         }
         let mut all = query("alice", "note");
         all.limit = 1000;
         all.include_shared = true;
-        assert_eq!(index.search(&all).len(), 500 - removed.len());
+        assert_eq!(find(&index, &all).len(), 500 - removed.len());
+    }
+
+    #[test]
+    fn a_load_answers_none_until_done_and_keeps_the_changes_made_meanwhile() {
+        let index = KeywordIndex::new();
+        index.upsert(&[entry("old", "alice", false, 1, "stale grinder note")]);
+        let mut load = index.begin_load();
+        assert!(
+            index.search(&query("alice", "grinder")).is_none(),
+            "ask SQL meanwhile"
+        );
+        load.insert(vec![
+            Prepared::of(&entry("m1", "alice", false, 1, "grinder burrs")),
+            Prepared::of(&entry("m2", "alice", false, 2, "grinder settings")),
+        ]);
+        // Changes committed while the pages were read: replayed in order at the end.
+        index.upsert(&[entry("m3", "alice", false, 3, "new grinder")]);
+        index.remove(&[MemoryId("m1".into())]);
+        index.upsert(&[entry("m2", "alice", false, 2, "kettle settings")]);
+        assert!(index.finish_load(load));
+        assert_eq!(ids(&find(&index, &query("alice", "grinder"))), ["m3"]);
+        assert_eq!(ids(&find(&index, &query("alice", "kettle"))), ["m2"]);
+        assert_eq!(index.len(), 2, "what was indexed before the load is gone");
+
+        // A load overtaken by a newer one is dropped; the newer one wins.
+        let first = index.begin_load();
+        let mut second = index.begin_load();
+        second.insert(vec![Prepared::of(&entry(
+            "m9", "alice", false, 1, "espresso",
+        ))]);
+        assert!(!index.finish_load(first));
+        assert!(index.search(&query("alice", "espresso")).is_none());
+        assert!(index.finish_load(second));
+        assert_eq!(ids(&find(&index, &query("alice", "espresso"))), ["m9"]);
     }
 }
