@@ -1948,22 +1948,23 @@ async fn in_process_keyword_index_matches_the_sql_stores() {
     let expected = parity_answers(&sqlite, &corpus).await;
     assert!(expected.iter().filter(|a| !a.is_empty()).count() > 20);
     let index = KeywordIndex::new();
+    let mut pages = Vec::new();
     let mut after: Option<MemoryId> = None;
     // Small pages, so the load crosses page boundaries as a large store does.
-    while let Some(last) = {
+    loop {
         let page = sqlite.embeddings_page(after.as_ref(), 7).await.unwrap();
-        index.upsert(&page);
-        page.last().map(|r| r.id.clone())
-    } {
-        after = Some(last);
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        pages.push(page);
     }
+    index.load(pages);
     assert_eq!(
         index.len(),
         corpus.len() - 2,
         "archived and deleted are not indexed"
     );
     for (query, want) in parity_queries().iter().zip(&expected) {
-        let got = index.search(query);
+        let got = index.search(query).expect("loaded");
         assert_eq!(
             ids(&got),
             ids(want),

@@ -31,10 +31,15 @@ pub const BM25_B: f64 = 0.4;
 pub fn bm25(freqs: &[f64], idf: &[f64], length: f64, avgdl: f64) -> f64 {
     let mut score = 0.0;
     for (f, idf) in freqs.iter().zip(idf) {
-        score += idf
-            * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * length / avgdl)));
+        score += term_score(*f, *idf, length, avgdl);
     }
     score
+}
+
+/// One phrase's part of [`bm25`]: `f` occurrences of a phrase of `idf` (0 for none).
+#[inline]
+pub fn term_score(f: f64, idf: f64, length: f64, avgdl: f64) -> f64 {
+    idf * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * length / avgdl)))
 }
 
 /// FTS5's idf for a term found in `hits` of `rows` rows (never below 1e-6).
@@ -104,6 +109,8 @@ struct Doc {
     occurred_at: DateTime<Utc>,
     /// Its postings in all, the shared pool's copies included (FTS5's row length).
     length: u32,
+    /// Its agent's partition number (in the shared pool: whose it is).
+    owner: u32,
 }
 
 /// The postings of one agent, or of the shared pool.
@@ -279,16 +286,17 @@ impl Inner {
         self.remove(&entry.id);
         let counts: Vec<(&str, u32)> = entry.counts.iter().map(|(t, c)| (t.as_str(), *c)).collect();
         let length = entry.length;
-        let doc = || Doc {
-            id: entry.id.clone(),
-            occurred_at: entry.occurred_at,
-            length,
-        };
         let next = u32::try_from(self.partitions.len()).unwrap_or(u32::MAX);
         let partition = *self.agents.entry(entry.agent_id.clone()).or_insert(next);
         if partition == next {
             self.partitions.push(Partition::default());
         }
+        let doc = || Doc {
+            id: entry.id.clone(),
+            occurred_at: entry.occurred_at,
+            length,
+            owner: partition,
+        };
         let slot = self.partitions[partition as usize].add(doc(), &counts);
         let shared = entry.shared.then(|| self.shared.add(doc(), &counts));
         self.places.insert(
@@ -335,45 +343,63 @@ impl Inner {
         if terms.is_empty() || query.limit == 0 || rows == 0 {
             return Vec::new();
         }
-        let own = self
-            .agents
-            .get(&query.agent_id)
-            .map(|p| &self.partitions[*p as usize]);
-        let mut partitions: Vec<Option<&Partition>> = vec![own];
-        if query.include_shared {
-            partitions.push(Some(&self.shared));
-        }
-        let phrases = terms.len() * partitions.len();
-        let mut idfs = Vec::with_capacity(phrases);
-        // Memory → its phrase frequencies (a shared memory of the agent is found in both
-        // partitions: one row in SQL, so one set of frequencies here).
-        let mut found: FastMap<&str, (Vec<f64>, u32)> = FastMap::default();
+        let avgdl = self.tokens as f64 / rows as f64;
+        let own_number = self.agents.get(&query.agent_id).copied();
+        let own = own_number.map(|p| &self.partitions[p as usize]);
+        // Each memory's score summed phrase by phrase in the SQL stores' phrase order (the
+        // agent's terms, then the shared pool's), skipping the zero terms of phrases it
+        // lacks: the same additions in the same order as `bm25`, so the same score.
+        // The agent's memories by slot; the shared pool's (other agents') by id.
+        let mut dense: Vec<f64> = own.map_or_else(Vec::new, |p| vec![0.0; p.docs.len()]);
+        let mut touched: Vec<u32> = Vec::new();
+        let mut others: FastMap<&str, f64> = FastMap::default();
         let range = query.occurred.as_ref();
-        for (group, partition) in partitions.iter().enumerate() {
-            for (position, term) in terms.iter().enumerate() {
-                let phrase = group * terms.len() + position;
-                let Some(partition) = partition else {
-                    idfs.push(idf(rows, 0));
-                    continue;
-                };
+        let mut groups: Vec<(&Partition, bool)> = Vec::with_capacity(2);
+        if let Some(own) = own {
+            groups.push((own, false));
+        }
+        if query.include_shared {
+            groups.push((&self.shared, true));
+        }
+        for (partition, pool) in groups {
+            for term in &terms {
                 let (matches, frequency) = partition.matches(term, range);
-                idfs.push(idf(rows, frequency));
+                let idf = idf(rows, frequency);
                 for (slot, count) in matches {
                     let Some(Some(doc)) = partition.docs.get(slot as usize) else {
                         continue;
                     };
-                    let entry = found
-                        .entry(&*doc.id)
-                        .or_insert_with(|| (vec![0.0; phrases], doc.length));
-                    entry.0[phrase] += f64::from(count);
+                    let score = term_score(f64::from(count), idf, f64::from(doc.length), avgdl);
+                    let own_slot = if !pool {
+                        Some(slot)
+                    } else if Some(doc.owner) == own_number {
+                        // The agent's own shared memory: one row in SQL, one score here.
+                        self.places.get(&doc.id).map(|place| place.slot)
+                    } else {
+                        None
+                    };
+                    match own_slot {
+                        Some(slot) => {
+                            let total = &mut dense[slot as usize];
+                            if *total == 0.0 {
+                                touched.push(slot);
+                            }
+                            *total += score;
+                        }
+                        None => *others.entry(&*doc.id).or_insert(0.0) += score,
+                    }
                 }
             }
         }
-        let avgdl = self.tokens as f64 / rows as f64;
-        let mut scored: Vec<(&str, f64)> = found
-            .into_iter()
-            .map(|(id, (freqs, length))| (id, bm25(&freqs, &idfs, f64::from(length), avgdl)))
-            .collect();
+        let mut scored: Vec<(&str, f64)> = Vec::with_capacity(touched.len() + others.len());
+        if let Some(own) = own {
+            for slot in touched {
+                if let Some(Some(doc)) = own.docs.get(slot as usize) {
+                    scored.push((&*doc.id, dense[slot as usize]));
+                }
+            }
+        }
+        scored.extend(others);
         // `best`'s order, before the few kept ids are copied out.
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         scored.truncate(query.limit);
