@@ -115,7 +115,7 @@ impl Default for RecallSettings {
             session_radius: 1,
             rerank: true,
             working_weight: 0.5,
-            feedback_weight: 0.0,
+            feedback_weight: 0.2,
             entity_weight: ENTITY_WEIGHT,
             feedback_documents: 3,
             feedback_terms: 5,
