@@ -432,39 +432,58 @@ pub async fn rebuild_index(
 
 /// Load the keyword index from the system of record beside the running service (recall
 /// asks the SQL store until it is done), then install it with the changes made meanwhile.
+/// A failed load starts over after a pause (doubling to 30 s) unless a newer one began.
 async fn load_keywords(
     episodic: EpisodicHandle,
     keywords: Arc<KeywordIndex>,
     mut load: KeywordLoad,
 ) {
-    let started = std::time::Instant::now();
-    let mut after: Option<MemoryId> = None;
-    let mut total = 0usize;
+    let mut pause = std::time::Duration::from_secs(1);
     loop {
-        let page = match episodic.embeddings_page(after.as_ref(), 4096).await {
-            Ok(page) => page,
-            Err(error) => {
-                tracing::warn!(%error, "keyword index not loaded; recall searches words in SQL until the next rebuild");
+        let started = std::time::Instant::now();
+        match read_keywords(&episodic, &mut load).await {
+            Ok(total) => {
+                if keywords.finish_load(load) {
+                    tracing::info!(
+                        memories = total,
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "keyword index loaded"
+                    );
+                }
                 return;
             }
-        };
-        let Some(last) = page.last() else { break };
-        after = Some(last.id.clone());
-        total += page.len();
-        match prepare_keywords(Arc::new(page)).await {
-            Ok(prepared) => load.insert(prepared),
             Err(error) => {
-                tracing::warn!(%error, "keyword index not loaded; recall searches words in SQL until the next rebuild");
-                return;
+                if !keywords.is_latest(&load) {
+                    return;
+                }
+                tracing::warn!(
+                    %error,
+                    retry_in_ms = pause.as_millis() as u64,
+                    "keyword index load failed; recall searches words in SQL meanwhile"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(30));
+                if !keywords.is_latest(&load) {
+                    return;
+                }
+                load = keywords.begin_load();
             }
         }
     }
-    if keywords.finish_load(load) {
-        tracing::info!(
-            memories = total,
-            took_ms = started.elapsed().as_millis() as u64,
-            "keyword index loaded"
-        );
+}
+
+/// Read every active memory's postings into `load`, page by page; answers how many.
+async fn read_keywords(episodic: &EpisodicHandle, load: &mut KeywordLoad) -> MemoryResult<usize> {
+    let mut after: Option<MemoryId> = None;
+    let mut total = 0usize;
+    loop {
+        let page = episodic.embeddings_page(after.as_ref(), 4096).await?;
+        let Some(last) = page.last() else {
+            return Ok(total);
+        };
+        after = Some(last.id.clone());
+        total += page.len();
+        load.insert(prepare_keywords(Arc::new(page)).await?);
     }
 }
 

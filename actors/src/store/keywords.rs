@@ -530,6 +530,11 @@ impl KeywordIndex {
         true
     }
 
+    /// True when no load began after `load` (it may still be installed).
+    pub fn is_latest(&self, load: &KeywordLoad) -> bool {
+        load.generation == self.generation.load(Ordering::Acquire)
+    }
+
     /// Load everything now, from `pages` (a test's or a small store's load).
     pub fn load(&self, pages: impl IntoIterator<Item = Vec<EmbeddingRecord>>) {
         let mut load = self.begin_load();
@@ -780,6 +785,7 @@ mod tests {
         second.insert(vec![Prepared::of(&entry(
             "m9", "alice", false, 1, "espresso",
         ))]);
+        assert!(!index.is_latest(&first) && index.is_latest(&second));
         assert!(!index.finish_load(first));
         assert!(index.search(&query("alice", "espresso")).is_none());
         assert!(index.finish_load(second));
