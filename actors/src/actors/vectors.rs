@@ -409,8 +409,6 @@ pub async fn rebuild_index(
     dimension: usize,
 ) -> MemoryResult<usize> {
     index.clear();
-    // Begun before the first page is read: every change from now on is journaled.
-    let load = keywords.begin_load();
     let mut after: Option<MemoryId> = None;
     let mut total = 0;
     loop {
@@ -426,6 +424,10 @@ pub async fn rebuild_index(
         total += page.len();
         index.upsert(&page);
     }
+    // Only after the vectors are back (a failed rebuild leaves the keyword index as it
+    // was), and before the keyword pages are read: every change from now on is journaled.
+    // Nothing changed in between, since upserts wait in the mailbox behind this rebuild.
+    let load = keywords.begin_load();
     tokio::spawn(load_keywords(episodic.clone(), keywords.clone(), load));
     Ok(total)
 }
