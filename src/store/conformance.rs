@@ -1899,6 +1899,33 @@ async fn parity_answers<S: TestStore>(store: &S, corpus: &[Memory]) -> Vec<Vec<(
     answers
 }
 
+/// `answers` to [`parity_queries`] are `expected`'s: the same memories in the same
+/// order, each score equal to within 1e-12 (relative).
+fn assert_same_ranking(answers: &[Vec<(MemoryId, f64)>], expected: &[Vec<(MemoryId, f64)>]) {
+    let queries = parity_queries();
+    assert_eq!(answers.len(), queries.len());
+    for ((got, want), query) in answers.iter().zip(expected).zip(&queries) {
+        assert_eq!(
+            ids(got),
+            ids(want),
+            "query {:?} (agent {}, shared {})",
+            query.text,
+            query.agent_id,
+            query.include_shared
+        );
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                g.1 == w.1 || (g.1 - w.1).abs() <= 1e-12 * w.1.abs().max(1.0),
+                "score of {} for {:?}: {} vs {}",
+                g.0,
+                query.text,
+                g.1,
+                w.1
+            );
+        }
+    }
+}
+
 /// Keyword search on PostgreSQL answers exactly as SQLite's FTS5: same memories, same
 /// order, same scores.
 #[tokio::test]
@@ -1911,27 +1938,7 @@ async fn postgres_keyword_ranking_matches_sqlite() {
         "store::conformance::postgres_keyword_ranking_matches_sqlite",
         |store| async move {
             let answers = parity_answers(&store, &corpus).await;
-            let queries = parity_queries();
-            for ((got, want), query) in answers.iter().zip(&expected).zip(&queries) {
-                assert_eq!(
-                    ids(got),
-                    ids(want),
-                    "query {:?} (agent {}, shared {})",
-                    query.text,
-                    query.agent_id,
-                    query.include_shared
-                );
-                for (g, w) in got.iter().zip(want) {
-                    assert!(
-                        g.1 == w.1 || (g.1 - w.1).abs() <= 1e-12 * w.1.abs().max(1.0),
-                        "score of {} for {:?}: {} vs {}",
-                        g.0,
-                        query.text,
-                        g.1,
-                        w.1
-                    );
-                }
-            }
+            assert_same_ranking(&answers, &expected);
         },
     )
     .await;
@@ -1963,27 +1970,11 @@ async fn in_process_keyword_index_matches_the_sql_stores() {
         corpus.len() - 2,
         "archived and deleted are not indexed"
     );
-    for (query, want) in parity_queries().iter().zip(&expected) {
-        let got = index.search(query).expect("loaded");
-        assert_eq!(
-            ids(&got),
-            ids(want),
-            "query {:?} (agent {}, shared {})",
-            query.text,
-            query.agent_id,
-            query.include_shared
-        );
-        for (g, w) in got.iter().zip(want) {
-            assert!(
-                g.1 == w.1 || (g.1 - w.1).abs() <= 1e-12 * w.1.abs().max(1.0),
-                "score of {} for {:?}: {} vs {}",
-                g.0,
-                query.text,
-                g.1,
-                w.1
-            );
-        }
-    }
+    let answers: Vec<Vec<(MemoryId, f64)>> = parity_queries()
+        .iter()
+        .map(|query| index.search(query).expect("loaded"))
+        .collect();
+    assert_same_ranking(&answers, &expected);
 }
 
 /// Two replicas on one schema: writers queue instead of deadlocking, a compare-and-swap

@@ -185,6 +185,20 @@ pub struct VectorsState {
     micro_batch: std::time::Duration,
 }
 
+impl VectorsState {
+    /// Rebuild both indexes from the system of record for the embedder in use.
+    async fn rebuild(&self) -> MemoryResult<usize> {
+        let dimension = self.embedder.current().dimension();
+        rebuild_index(
+            &self.episodic,
+            self.index.as_ref(),
+            &self.keywords,
+            dimension,
+        )
+        .await
+    }
+}
+
 /// The vector actor.
 #[derive(Clone)]
 pub struct VectorsActor;
@@ -610,27 +624,11 @@ impl Actor for VectorsActor {
                 let _ = reply.send(Ok(()));
             }
             VectorsMsg::Rebuild { reply } => {
-                let dimension = state.embedder.current().dimension();
-                let result = rebuild_index(
-                    &state.episodic,
-                    state.index.as_ref(),
-                    &state.keywords,
-                    dimension,
-                )
-                .await;
-                let _ = reply.send(result);
+                let _ = reply.send(state.rebuild().await);
             }
             VectorsMsg::Switch { embedder, reply } => {
-                let dimension = embedder.dimension();
                 state.embedder.replace(embedder);
-                let result = rebuild_index(
-                    &state.episodic,
-                    state.index.as_ref(),
-                    &state.keywords,
-                    dimension,
-                )
-                .await;
-                let _ = reply.send(result);
+                let _ = reply.send(state.rebuild().await);
             }
             VectorsMsg::Status { reply } => {
                 let embedder = state.embedder.current();
