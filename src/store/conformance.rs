@@ -1101,14 +1101,18 @@ async fn consolidation_commits_whole_or_not_at_all<S: TestStore>(store: &S) {
     let now = t0();
     let a = fixture("alice", "met Sam at the cafe", now);
     let b = fixture("alice", "met Sam at the park", now);
-    store.insert(&[stored(&a), stored(&b)]).await.unwrap();
+    let c = fixture("alice", "Sam plays the cello", now);
+    store
+        .insert(&[stored(&a), stored(&b), stored(&c)])
+        .await
+        .unwrap();
     let derived_of = |content: &str| {
         let mut derived = fixture("alice", content, now);
         derived.memory_type = MemoryType::Semantic;
         derived
     };
-    let edges = |derived: &Memory| -> Vec<Association> {
-        [&a, &b]
+    let edges = |derived: &Memory, sources: &[&Memory]| -> Vec<Association> {
+        sources
             .iter()
             .map(|source| Association {
                 agent_id: agent("alice"),
@@ -1126,7 +1130,8 @@ async fn consolidation_commits_whole_or_not_at_all<S: TestStore>(store: &S) {
         next.version = m.version + 1;
         (next, version_of(m, "consolidated", now))
     };
-    // b changed since it was read: nothing of the cluster is written.
+    // b changed since it was read: nothing of the batch is written, not even the
+    // cluster of c that read fresh.
     let mut b_now = b.clone();
     b_now.content = "met Sam at the park on Sunday".into();
     b_now.version = 2;
@@ -1134,29 +1139,63 @@ async fn consolidation_commits_whole_or_not_at_all<S: TestStore>(store: &S) {
         .update(&b_now, &version_of(&b, "patch", now), None)
         .await
         .unwrap();
+    let music = derived_of("Sam is a musician");
     let failed = derived_of("Sam is a friend");
     let error = store
-        .commit_consolidation(&ConsolidationCommit {
-            derived: stored(&failed),
-            edges: edges(&failed),
-            sources: vec![raised(&a), raised(&b)],
-        })
+        .commit_consolidation(&[
+            ConsolidationCommit {
+                derived: stored(&music),
+                edges: edges(&music, &[&c]),
+                sources: vec![raised(&c)],
+            },
+            ConsolidationCommit {
+                derived: stored(&failed),
+                edges: edges(&failed, &[&a, &b]),
+                sources: vec![raised(&a), raised(&b)],
+            },
+        ])
         .await
         .unwrap_err();
     assert_eq!(error.code, ErrorCode::Conflict);
     assert!(store.get(&failed.id).await.unwrap().is_none());
+    assert!(store.get(&music.id).await.unwrap().is_none());
     assert_eq!(store.get(&a.id).await.unwrap().unwrap(), a);
+    assert_eq!(store.get(&c.id).await.unwrap().unwrap(), c);
     assert!(store.history(&a.id).await.unwrap().is_empty());
-    // With fresh reads it commits whole.
+    assert!(store.history(&c.id).await.unwrap().is_empty());
+    assert!(store
+        .edges_around(&agent("alice"), std::slice::from_ref(&c.id), 1, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // With fresh reads the batch commits whole.
     let derived = derived_of("Sam is a friend");
     store
-        .commit_consolidation(&ConsolidationCommit {
-            derived: stored(&derived),
-            edges: edges(&derived),
-            sources: vec![raised(&a), raised(&b_now)],
-        })
+        .commit_consolidation(&[
+            ConsolidationCommit {
+                derived: stored(&derived),
+                edges: edges(&derived, &[&a, &b_now]),
+                sources: vec![raised(&a), raised(&b_now)],
+            },
+            ConsolidationCommit {
+                derived: stored(&music),
+                edges: edges(&music, &[&c]),
+                sources: vec![raised(&c)],
+            },
+        ])
         .await
         .unwrap();
+    assert!(store.get(&music.id).await.unwrap().is_some());
+    let raised_c = store.get(&c.id).await.unwrap().unwrap();
+    assert_eq!(raised_c.consolidation_level, 1.0);
+    assert_eq!(raised_c.version, c.version + 1);
+    assert_eq!(store.history(&c.id).await.unwrap().len(), 1);
+    // A raised source is still found by its words (its keyword row was kept).
+    let hits = store
+        .keyword_search(&search("alice", "cello", false))
+        .await
+        .unwrap();
+    assert!(hits.iter().any(|(id, _)| id == &c.id), "{hits:?}");
     assert!(store.get(&derived.id).await.unwrap().is_some());
     assert_eq!(
         store.get(&a.id).await.unwrap().unwrap().consolidation_level,

@@ -45,8 +45,11 @@ pub trait Dialect: Database<Row: Columns> + Sync {
     const HAS_TAG: (&'static str, &'static str);
     /// "This memory is not an archive summary", for the idle-session scan.
     const NOT_ARCHIVE_SUMMARY: &'static str;
-    /// Archive a version (`sql::version_args`), replacing one of the same number.
-    const ARCHIVE_VERSION: &'static str;
+    /// Archive versions (`sql::version_args`), replacing those of the same numbers: the
+    /// statement before its `VALUES` tuples.
+    const ARCHIVE_VERSIONS: &'static str;
+    /// What follows [`Dialect::ARCHIVE_VERSIONS`]'s tuples (PostgreSQL's `ON CONFLICT`).
+    const ARCHIVE_VERSIONS_END: &'static str;
     /// Store a memory's embedding (`$1` id, `$2` vector), replacing the one it had.
     const PUT_EMBEDDING: &'static str;
     /// Record a run (`sql::run_args`), replacing one with its id.
@@ -414,6 +417,44 @@ pub(crate) async fn update_record<D: Dialect>(
     previous: &MemoryVersion,
     embedding: Option<&[f32]>,
 ) -> MemoryResult<()> {
+    replace_if_version::<D>(conn, next, previous).await?;
+    archive_versions::<D>(conn, &[(&next.id, previous)]).await?;
+    D::replace_keyword_row(conn, next).await?;
+    if let Some(embedding) = embedding {
+        let put = Statement::new(
+            D::PUT_EMBEDDING,
+            [Arg::Text(next.id.as_str()), Arg::Vector(embedding)],
+        );
+        run::<D>(conn, &put).await?;
+    }
+    Ok(())
+}
+
+/// Versions per statement of [`archive_versions`] (eight arguments each).
+const ARCHIVE_CHUNK: usize = 500;
+
+/// Archive each (memory, version it replaced) inside a write transaction, in one
+/// statement per [`ARCHIVE_CHUNK`].
+pub(crate) async fn archive_versions<D: Dialect>(
+    conn: &mut D::Connection,
+    versions: &[(&MemoryId, &MemoryVersion)],
+) -> MemoryResult<()> {
+    for chunk in versions.chunks(ARCHIVE_CHUNK) {
+        let mut archive = Statement::new(D::ARCHIVE_VERSIONS, []);
+        archive.values(chunk, |(id, previous)| sql::version_args(id, previous));
+        archive.push(D::ARCHIVE_VERSIONS_END);
+        run::<D>(conn, &archive).await?;
+    }
+    Ok(())
+}
+
+/// Replace every field of a memory inside a write transaction if its stored version is
+/// `previous.version` (not found or conflict otherwise); nothing else is written.
+pub(crate) async fn replace_if_version<D: Dialect>(
+    conn: &mut D::Connection,
+    next: &Memory,
+    previous: &MemoryVersion,
+) -> MemoryResult<()> {
     let content_hash = (next.content != previous.content).then(|| normalized_hash(&next.content));
     let update = sql::update_memory(next, previous.version, content_hash.as_deref());
     if run::<D>(conn, &update).await? == 0 {
@@ -427,16 +468,6 @@ pub(crate) async fn update_record<D: Dialect>(
                 row.integer("version")?
             )),
         });
-    }
-    let archive = Statement::new(D::ARCHIVE_VERSION, sql::version_args(&next.id, previous));
-    run::<D>(conn, &archive).await?;
-    D::replace_keyword_row(conn, next).await?;
-    if let Some(embedding) = embedding {
-        let put = Statement::new(
-            D::PUT_EMBEDDING,
-            [Arg::Text(next.id.as_str()), Arg::Vector(embedding)],
-        );
-        run::<D>(conn, &put).await?;
     }
     Ok(())
 }

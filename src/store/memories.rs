@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{
-    check_instant, AgentId, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole,
+    check_instant, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole,
     SessionId, SessionMessage, SessionRecord,
 };
 use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
@@ -21,7 +21,10 @@ use mnemos_actors::store::{
     SessionArchive, SessionCompaction, StoreCondition, StoredMemory, FORGET_REASONS, META_KEYS,
 };
 
-use super::dialect::{commit, one_row, rows, run, update_record, Dialect, SqlStore};
+use super::dialect::{
+    archive_versions, commit, one_row, replace_if_version, rows, run, update_record, Dialect,
+    SqlStore,
+};
 use super::rows::{self as map, Columns};
 use super::sql::{self, id_texts, Arg, Statement};
 
@@ -505,16 +508,34 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             .await
     }
 
-    async fn commit_consolidation(&self, consolidation: &ConsolidationCommit) -> MemoryResult<()> {
-        storable(&consolidation.derived.memory)?;
-        let mut tx = self.write_transaction().await?;
-        // Sources first: a source changed since it was read fails the whole cluster.
-        for (next, previous) in &consolidation.sources {
-            update_record::<D>(&mut tx, next, previous, None).await?;
+    async fn commit_consolidation(&self, commits: &[ConsolidationCommit]) -> MemoryResult<()> {
+        for commit in commits {
+            storable(&commit.derived.memory)?;
         }
-        D::insert_records(&mut tx, &[&consolidation.derived]).await?;
-        for edge in &consolidation.edges {
-            D::fetch_all(&mut tx, &sql::upsert_edge(edge))
+        let mut tx = self.write_transaction().await?;
+        // Sources first: a source changed since it was read fails the whole batch.
+        for (next, previous) in commits.iter().flat_map(|c| &c.sources) {
+            replace_if_version::<D>(&mut tx, next, previous).await?;
+            // Raising the level changes no indexed text (nor the status), so the keyword
+            // row stays; a source whose text did change gets a new one.
+            if next.content != previous.content || next.status != previous.status {
+                D::replace_keyword_row(&mut tx, next).await?;
+            }
+        }
+        let versions: Vec<(&MemoryId, &MemoryVersion)> = commits
+            .iter()
+            .flat_map(|c| &c.sources)
+            .map(|(next, previous)| (&next.id, previous))
+            .collect();
+        archive_versions::<D>(&mut tx, &versions).await?;
+        let derived: Vec<&StoredMemory> = commits.iter().map(|c| &c.derived).collect();
+        D::insert_records(&mut tx, &derived).await?;
+        let edges: Vec<Association> = commits
+            .iter()
+            .flat_map(|c| c.edges.iter().cloned())
+            .collect();
+        for chunk in edges.chunks(sql::EDGES_PER_UPSERT) {
+            D::execute(&mut tx, &sql::upsert_edges(chunk))
                 .await
                 .map_err(super::graph::edge_error::<D>)?;
         }

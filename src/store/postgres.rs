@@ -260,9 +260,9 @@ impl Dialect for Postgres {
         (" AND tags @> jsonb_build_array(CAST(", " AS text))");
     const NOT_ARCHIVE_SUMMARY: &'static str =
         "NOT (tags @> CAST('[\"archive_summary\"]' AS jsonb))";
-    const ARCHIVE_VERSION: &'static str = "INSERT INTO memory_versions \
-         (memory_id, version, content, importance, tags, status, archived_at, reason) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+    const ARCHIVE_VERSIONS: &'static str = "INSERT INTO memory_versions \
+         (memory_id, version, content, importance, tags, status, archived_at, reason) ";
+    const ARCHIVE_VERSIONS_END: &'static str = " \
          ON CONFLICT (memory_id, version) DO UPDATE SET content = excluded.content, \
          importance = excluded.importance, tags = excluded.tags, status = excluded.status, \
          archived_at = excluded.archived_at, reason = excluded.reason";

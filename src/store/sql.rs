@@ -708,6 +708,31 @@ pub fn upsert_edge(edge: &Association) -> Statement<'_> {
     )
 }
 
+/// Edges per statement of [`upsert_edges`] (six arguments each).
+pub const EDGES_PER_UPSERT: usize = 500;
+
+/// [`upsert_edge`] of several edges in one statement, without reading them back; no two
+/// may share (from, to, relation) (PostgreSQL refuses to update one row twice).
+pub fn upsert_edges(edges: &[Association]) -> Statement<'_> {
+    let mut statement = Statement::new(
+        "INSERT INTO associations (agent_id, from_id, to_id, relation, weight, created_at) ",
+        [],
+    );
+    statement.values(edges, |edge| {
+        [
+            Arg::Text(edge.agent_id.as_str()),
+            Arg::Text(edge.from_id.as_str()),
+            Arg::Text(edge.to_id.as_str()),
+            Arg::Text(&edge.relation),
+            Arg::Real(edge.weight),
+            Arg::Time(edge.created_at),
+        ]
+    });
+    statement
+        .push(" ON CONFLICT (from_id, to_id, relation) DO UPDATE SET weight = excluded.weight");
+    statement
+}
+
 /// An agent's edges touching any of `ends`; `order` is the dialect's `ORDER BY` (or none).
 pub fn edges_touching<'a>(
     binding: ListBinding,

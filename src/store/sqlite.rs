@@ -352,9 +352,9 @@ impl Dialect for Sqlite {
         ")",
     );
     const NOT_ARCHIVE_SUMMARY: &'static str = "tags NOT LIKE '%\"archive_summary\"%'";
-    const ARCHIVE_VERSION: &'static str = "INSERT OR REPLACE INTO memory_versions \
-         (memory_id, version, content, importance, tags, status, archived_at, reason) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+    const ARCHIVE_VERSIONS: &'static str = "INSERT OR REPLACE INTO memory_versions \
+         (memory_id, version, content, importance, tags, status, archived_at, reason) ";
+    const ARCHIVE_VERSIONS_END: &'static str = "";
     const PUT_EMBEDDING: &'static str =
         "INSERT OR REPLACE INTO memory_embeddings (memory_id, vector) VALUES ($1, $2)";
     const RECORD_RUN: &'static str = "INSERT OR REPLACE INTO consolidation_runs (id, agent_id, \

@@ -83,9 +83,9 @@ pub enum WriteOp {
         at: DateTime<Utc>,
         reply: Reply<()>,
     },
-    /// One cluster's consolidation, in one transaction.
+    /// Clusters' consolidations, in one transaction.
     CommitConsolidation {
-        commit: Box<ConsolidationCommit>,
+        commits: Vec<ConsolidationCommit>,
         reply: Reply<()>,
     },
     /// Delete everything an agent owns in the store; answers what was removed.
@@ -485,8 +485,8 @@ async fn write(store: &dyn MemoryStore, op: WriteOp) {
         WriteOp::TouchNow { ids, at, reply } => {
             let _ = reply.send(store.touch(&ids, at).await);
         }
-        WriteOp::CommitConsolidation { commit, reply } => {
-            let _ = reply.send(store.commit_consolidation(&commit).await);
+        WriteOp::CommitConsolidation { commits, reply } => {
+            let _ = reply.send(store.commit_consolidation(&commits).await);
         }
         WriteOp::ClearSession {
             agent,
@@ -818,10 +818,10 @@ impl EpisodicHandle {
     pub async fn flush(&self) -> MemoryResult<()> {
         self.0.ask(|reply| EpisodicMsg::Flush { reply }).await
     }
-    /// One cluster's consolidation in one transaction.
-    pub async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+    /// Clusters' consolidations in one transaction: all of them or none.
+    pub async fn commit_consolidation(&self, commits: &[ConsolidationCommit]) -> MemoryResult<()> {
         self.write(|reply| WriteOp::CommitConsolidation {
-            commit: Box::new(commit.clone()),
+            commits: commits.to_vec(),
             reply,
         })
         .await

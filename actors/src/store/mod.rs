@@ -246,7 +246,9 @@ pub struct ConsolidationCommit {
     /// `derived_from` edges from the derived memory to each source.
     pub edges: Vec<Association>,
     /// Each source's next state and the version it replaces (checked: a source
-    /// changed since it was read fails the whole commit with `conflict`).
+    /// changed since it was read fails the whole commit with `conflict`). Only the
+    /// consolidation level and bookkeeping may differ besides content and status: stores
+    /// keep the keyword row of a source whose content and status are unchanged.
     pub sources: Vec<(Memory, MemoryVersion)>,
 }
 
@@ -632,8 +634,9 @@ pub trait MemoryStore: Send + Sync + 'static {
         agent: Option<&AgentId>,
         limit: usize,
     ) -> MemoryResult<Vec<ConsolidationRun>>;
-    /// Apply one cluster's consolidation atomically (see [`ConsolidationCommit`]).
-    async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()>;
+    /// Apply clusters' consolidations in one transaction (see [`ConsolidationCommit`]):
+    /// all of them or, when any fails (a source changed: `conflict`), none.
+    async fn commit_consolidation(&self, commits: &[ConsolidationCommit]) -> MemoryResult<()>;
     /// Stored embeddings of several memories (missing ones are skipped; order not guaranteed).
     async fn embeddings_of(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, Vec<f32>)>>;
     /// Delete `agent`'s memories archived by forgetting ([`FORGET_REASONS`]) before

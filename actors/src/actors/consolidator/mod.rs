@@ -29,7 +29,7 @@ use crate::embedding::dot;
 use crate::error::{ErrorCode, MemoryResult};
 use crate::model::{
     apply_patch, version_of, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryPatch,
-    MemoryStatus, MemoryType,
+    MemoryStatus, MemoryType, MemoryVersion,
 };
 use crate::policy::clustering::{centroid, cluster_within_groups, ClusterItem, ClusterParams};
 use crate::policy::consolidation::{decide, is_candidate, Decision, ForgetPolicy, PromotePolicy};
@@ -354,10 +354,15 @@ pub async fn consolidate_agent(
         .collect();
     let clusters = plan_clusters(args, agent, &clusterable, &embeddings).await?;
     let mut tally = ClusterTally::default();
+    let mut pending = Vec::new();
     for members in &clusters {
         let sources: Vec<&Memory> = members.iter().map(|&i| clusterable[i]).collect();
-        commit_cluster(args, agent, &sources, &embeddings, &mut tally).await?;
+        pending.push(abstract_cluster(args, agent, &sources, &embeddings, &mut tally).await);
+        if pending.len() == CLUSTERS_PER_COMMIT {
+            commit_clusters(args, std::mem::take(&mut pending), &mut tally).await?;
+        }
     }
+    commit_clusters(args, pending, &mut tally).await?;
     let decided =
         apply_decisions(args, &candidates, &embeddings, &tally.clustered, started_at).await?;
     let purged = purge_forgotten(args, agent, started_at).await?;
@@ -455,16 +460,31 @@ async fn plan_clusters(
     ))
 }
 
-/// Abstract one cluster and commit it in its own transaction: the derived memory, its
-/// `derived_from` edges and the sources raised to level 1. A source that changed while
-/// inner thought ran skips the whole cluster (left for the next run).
-async fn commit_cluster(
+/// Clusters committed per transaction of a run: one round of embedding, one store
+/// transaction and one index update for this many, instead of one each per cluster.
+const CLUSTERS_PER_COMMIT: usize = 64;
+
+/// One cluster abstracted and waiting for its commit.
+struct PendingCluster {
+    /// The abstraction (its embedding is computed with its batch's).
+    derived: Memory,
+    /// `derived_from` edges to the sources.
+    edges: Vec<Association>,
+    /// Each source's next state and the version it replaces.
+    sources: Vec<(Memory, MemoryVersion)>,
+    /// The run report's line for it (completed by the commit).
+    outcome: ClusterOutcome,
+}
+
+/// Abstract one cluster: the derived memory, its `derived_from` edges and the sources
+/// raised to level 1, ready for [`commit_clusters`].
+async fn abstract_cluster(
     args: &ConsolidatorArgs,
     agent: &AgentId,
     sources: &[&Memory],
     embeddings: &HashMap<MemoryId, Vec<f32>>,
     tally: &mut ClusterTally,
-) -> MemoryResult<()> {
+) -> PendingCluster {
     let vectors: Vec<&[f32]> = sources
         .iter()
         .map(|m| embeddings[&m.id].as_slice())
@@ -514,9 +534,6 @@ async fn commit_cluster(
             now,
         )
     };
-    // One model from embedding until the knowledge is stored and indexed.
-    let _model_gate = args.vectors.hold().await;
-    let embedding = args.vectors.embed_one(&derived.content).await?;
     let edges: Vec<Association> = sources
         .iter()
         .map(|m| Association {
@@ -528,45 +545,100 @@ async fn commit_cluster(
             created_at: now,
         })
         .collect();
-    let commit = ConsolidationCommit {
-        derived: StoredMemory::new(derived.clone(), embedding.clone()),
-        edges: edges.clone(),
+    PendingCluster {
+        derived,
+        edges,
         sources: sources
             .iter()
             .map(|m| (consolidated(m, now), version_of(m, "consolidate", now)))
             .collect(),
-    };
-    let mut outcome = ClusterOutcome {
-        derived_id: None,
-        memory_type: memory_type.as_str(),
-        sources: source_ids,
-        provider: thought.provider,
-        fallback: thought.fallback.clone(),
-        skipped: None,
-    };
-    match args.episodic.commit_consolidation(&commit).await {
-        Ok(()) => {
-            args.vectors
-                .project(&[index_entry(&derived, embedding)], &[])
-                .await;
-            if !args.edges_in_store {
-                for edge in &edges {
-                    args.graph.upsert(edge).await?;
+        outcome: ClusterOutcome {
+            derived_id: None,
+            memory_type: memory_type.as_str(),
+            sources: source_ids,
+            provider: thought.provider,
+            fallback: thought.fallback.clone(),
+            skipped: None,
+        },
+    }
+}
+
+/// Commit abstracted clusters: their abstractions embedded in one batch, then all of
+/// them in one transaction. When a source changed while inner thought ran, that
+/// transaction writes nothing and each cluster is committed in its own: the raced one
+/// is skipped (left for the next run), the others land.
+async fn commit_clusters(
+    args: &ConsolidatorArgs,
+    pending: Vec<PendingCluster>,
+    tally: &mut ClusterTally,
+) -> MemoryResult<()> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    // One model from embedding until the knowledge is stored and indexed.
+    let _model_gate = args.vectors.hold().await;
+    let texts: Vec<String> = pending.iter().map(|p| p.derived.content.clone()).collect();
+    let embeddings = args.vectors.embed(&texts).await?;
+    if embeddings.len() != pending.len() {
+        return Err(crate::error::MemoryError::internal(format!(
+            "the embedder returned {} vectors for {} texts",
+            embeddings.len(),
+            pending.len()
+        )));
+    }
+    let commits: Vec<ConsolidationCommit> = pending
+        .iter()
+        .zip(&embeddings)
+        .map(|(p, embedding)| ConsolidationCommit {
+            derived: StoredMemory::new(p.derived.clone(), embedding.clone()),
+            edges: p.edges.clone(),
+            sources: p.sources.clone(),
+        })
+        .collect();
+    let mut skipped: Vec<Option<String>> = vec![None; commits.len()];
+    match args.episodic.commit_consolidation(&commits).await {
+        Ok(()) => {}
+        Err(error) if is_race(&error) => {
+            for (commit, skip) in commits.iter().zip(&mut skipped) {
+                match args
+                    .episodic
+                    .commit_consolidation(std::slice::from_ref(commit))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(error) if is_race(&error) => *skip = Some(error.message),
+                    Err(error) => return Err(error),
                 }
             }
-            tally.consolidated += sources.len() as u32;
-            match memory_type {
-                MemoryType::Procedural => tally.new_procedural += 1,
-                _ => tally.new_semantic += 1,
-            }
-            tally.clustered.extend(sources.iter().map(|m| m.id.clone()));
-            outcome.derived_id = Some(derived.id.to_string());
         }
-        // A source changed while we thought: leave the whole cluster for the next run.
-        Err(error) if is_race(&error) => outcome.skipped = Some(error.message),
         Err(error) => return Err(error),
     }
-    tally.outcomes.push(outcome);
+    let mut entries = Vec::with_capacity(commits.len());
+    for ((p, embedding), skip) in pending.into_iter().zip(embeddings).zip(skipped) {
+        let mut outcome = p.outcome;
+        if skip.is_some() {
+            outcome.skipped = skip;
+            tally.outcomes.push(outcome);
+            continue;
+        }
+        if !args.edges_in_store {
+            for edge in &p.edges {
+                args.graph.upsert(edge).await?;
+            }
+        }
+        tally.consolidated += p.sources.len() as u32;
+        match p.derived.memory_type {
+            MemoryType::Procedural => tally.new_procedural += 1,
+            _ => tally.new_semantic += 1,
+        }
+        tally
+            .clustered
+            .extend(p.sources.iter().map(|(m, _)| m.id.clone()));
+        outcome.derived_id = Some(p.derived.id.to_string());
+        tally.outcomes.push(outcome);
+        entries.push(index_entry(&p.derived, embedding));
+    }
+    args.vectors.project(&entries, &[]).await;
     Ok(())
 }
 
@@ -1208,10 +1280,13 @@ mod tests {
         assert_eq!(f.store.agent_memories(&f.agent).await.unwrap(), before);
     }
 
-    /// The in-memory store, failing its `n`-th cluster commit as a crash would.
+    /// The in-memory store, failing its `n`-th consolidation commit as a crash would,
+    /// or (with `race`) changing a source of the last cluster of its first commit just
+    /// before applying it, as a user's patch during inner thought would.
     struct CrashingStore {
         inner: Arc<InMemoryMemoryStore>,
         commits_left: std::sync::atomic::AtomicI32,
+        race: std::sync::atomic::AtomicBool,
     }
 
     #[async_trait]
@@ -1219,7 +1294,10 @@ mod tests {
         fn backend_name(&self) -> &'static str {
             "crashing"
         }
-        async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+        async fn commit_consolidation(
+            &self,
+            commits: &[ConsolidationCommit],
+        ) -> MemoryResult<()> {
             if self
                 .commits_left
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
@@ -1229,7 +1307,17 @@ mod tests {
                     "the process died here",
                 ));
             }
-            self.inner.commit_consolidation(commit).await
+            if self.race.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                let raced = &commits.last().expect("a commit").sources[0].0.id;
+                let current = self.inner.get(raced).await?.expect("the source");
+                let mut patched = current.clone();
+                patched.content.push_str(" (edited)");
+                patched.version += 1;
+                self.inner
+                    .update(&patched, &version_of(&current, "update", Utc::now()), None)
+                    .await?;
+            }
+            self.inner.commit_consolidation(commits).await
         }
         async fn check_embedding_model(
             &self,
@@ -1457,36 +1545,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_run_that_dies_midway_leaves_whole_clusters_and_the_next_run_carries_on() {
+    async fn a_run_that_dies_at_its_commit_leaves_no_cluster_half_done_and_the_next_run_carries_on(
+    ) {
         let inner = Arc::new(InMemoryMemoryStore::new());
         let crashing = Arc::new(CrashingStore {
             inner: inner.clone(),
-            commits_left: std::sync::atomic::AtomicI32::new(1),
+            commits_left: std::sync::atomic::AtomicI32::new(0),
+            race: false.into(),
         });
         let f = fixture_with(crashing, inner.clone()).await;
         seed_clusters(&f).await;
+        let before = inner.agent_memories(&f.agent).await.unwrap();
         let error = consolidate_agent(&f.args, &f.agent, "test")
             .await
             .unwrap_err();
         assert!(error.message.contains("died"), "{}", error.message);
         let after_crash = inner.agent_memories(&f.agent).await.unwrap();
-        let derived: Vec<&Memory> = after_crash
-            .iter()
-            .filter(|m| m.consolidation_level == 1.0 && m.metadata.get("derived_from").is_some())
-            .collect();
-        assert_eq!(derived.len(), 1, "exactly the first cluster landed");
-        let sources: Vec<String> =
-            serde_json::from_value(derived[0].metadata["derived_from"].clone()).unwrap();
-        let raised: Vec<&Memory> = after_crash
-            .iter()
-            .filter(|m| m.memory_type == MemoryType::Episodic && m.consolidation_level == 1.0)
-            .collect();
-        assert_eq!(
-            raised.len(),
-            sources.len(),
-            "no source of the failed cluster was touched"
-        );
-        assert!(raised.iter().all(|m| sources.contains(&m.id.to_string())));
+        assert_eq!(after_crash, before, "nothing of the batch landed");
 
         // The restarted process has a healthy store.
         let healthy = fixture_with(inner.clone(), inner.clone()).await;
@@ -1495,8 +1570,8 @@ mod tests {
             .unwrap();
         assert_eq!(
             run.new_semantic + run.new_procedural,
-            1,
-            "the second cluster is done next time"
+            2,
+            "both clusters are done next time"
         );
         let done = inner.agent_memories(&f.agent).await.unwrap();
         assert_eq!(
@@ -1505,6 +1580,48 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[tokio::test]
+    async fn a_source_changed_during_thought_skips_its_cluster_and_the_others_of_the_batch_land() {
+        let inner = Arc::new(InMemoryMemoryStore::new());
+        let racing = Arc::new(CrashingStore {
+            inner: inner.clone(),
+            commits_left: std::sync::atomic::AtomicI32::new(i32::MAX),
+            race: true.into(),
+        });
+        let f = fixture_with(racing, inner.clone()).await;
+        seed_clusters(&f).await;
+        let run = consolidate_agent(&f.args, &f.agent, "test").await.unwrap();
+        assert_eq!(run.new_semantic + run.new_procedural, 1, "{:#}", run.report);
+        let clusters = run.report["clusters"].as_array().unwrap();
+        assert_eq!(clusters.len(), 2);
+        let landed = &clusters[0];
+        let raced = &clusters[1];
+        assert!(landed["derived_id"].is_string(), "{landed}");
+        assert!(landed["skipped"].is_null(), "{landed}");
+        assert!(raced["derived_id"].is_null(), "{raced}");
+        assert!(
+            raced["skipped"].as_str().unwrap().contains("changed"),
+            "{raced}"
+        );
+        // The raced cluster's sources are untouched by the sleep cycle (one is the
+        // user's edit), so the next run takes them up again.
+        let memories = inner.agent_memories(&f.agent).await.unwrap();
+        for id in raced["sources"].as_array().unwrap() {
+            let source = memories
+                .iter()
+                .find(|m| m.id.as_str() == id.as_str().unwrap())
+                .unwrap();
+            assert_eq!(source.consolidation_level, 0.0, "{source:?}");
+        }
+        for id in landed["sources"].as_array().unwrap() {
+            let source = memories
+                .iter()
+                .find(|m| m.id.as_str() == id.as_str().unwrap())
+                .unwrap();
+            assert_eq!(source.consolidation_level, 1.0, "{source:?}");
+        }
     }
 
     #[tokio::test]

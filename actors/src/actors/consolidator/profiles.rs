@@ -104,7 +104,9 @@ pub(super) async fn refresh_profiles(
                     edges: edges.clone(),
                     sources: Vec::new(),
                 };
-                args.episodic.commit_consolidation(&commit).await?;
+                args.episodic
+                    .commit_consolidation(std::slice::from_ref(&commit))
+                    .await?;
                 args.vectors
                     .project(&[index_entry(&profile, embedding)], &[])
                     .await;

@@ -574,32 +574,36 @@ impl MemoryStore for InMemoryMemoryStore {
             .collect())
     }
 
-    async fn commit_consolidation(&self, commit: &ConsolidationCommit) -> MemoryResult<()> {
+    async fn commit_consolidation(&self, commits: &[ConsolidationCommit]) -> MemoryResult<()> {
         let mut rows = self.rows.write().map_err(lock_error)?;
-        for (next, previous) in &commit.sources {
+        // Every check before any write; a source twice in one batch is a change too.
+        let mut seen = HashSet::new();
+        for (next, previous) in commits.iter().flat_map(|c| &c.sources) {
             let row = rows.get(&next.id).ok_or_else(|| {
                 MemoryError::not_found(format!("memory {} does not exist", next.id))
             })?;
-            if row.memory.version != previous.version {
+            if row.memory.version != previous.version || !seen.insert(&next.id) {
                 return Err(MemoryError::conflict(format!(
                     "memory {} changed during consolidation; the next run retries it",
                     next.id
                 )));
             }
         }
-        for (next, previous) in &commit.sources {
-            if let Some(row) = rows.get_mut(&next.id) {
-                row.versions.push(previous.clone());
-                row.memory = next.clone();
+        for commit in commits {
+            for (next, previous) in &commit.sources {
+                if let Some(row) = rows.get_mut(&next.id) {
+                    row.versions.push(previous.clone());
+                    row.memory = next.clone();
+                }
             }
+            rows.entry(commit.derived.memory.id.clone())
+                .or_insert_with(|| Row {
+                    memory: commit.derived.memory.clone(),
+                    embedding: commit.derived.embedding.clone(),
+                    content_hash: commit.derived.content_hash.clone(),
+                    versions: Vec::new(),
+                });
         }
-        rows.entry(commit.derived.memory.id.clone())
-            .or_insert_with(|| Row {
-                memory: commit.derived.memory.clone(),
-                embedding: commit.derived.embedding.clone(),
-                content_hash: commit.derived.content_hash.clone(),
-                versions: Vec::new(),
-            });
         // Edges live in the graph store here; the consolidator projects them there.
         Ok(())
     }
