@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{
-    check_instant, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryVersion, MessageRole,
-    SessionId, SessionMessage, SessionRecord,
+    check_instant, AgentId, Association, ConsolidationRun, Memory, MemoryId, MemoryVersion,
+    MessageRole, SessionId, SessionMessage, SessionRecord,
 };
 use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{

@@ -1294,10 +1294,7 @@ mod tests {
         fn backend_name(&self) -> &'static str {
             "crashing"
         }
-        async fn commit_consolidation(
-            &self,
-            commits: &[ConsolidationCommit],
-        ) -> MemoryResult<()> {
+        async fn commit_consolidation(&self, commits: &[ConsolidationCommit]) -> MemoryResult<()> {
             if self
                 .commits_left
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
@@ -1545,8 +1542,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_run_that_dies_at_its_commit_leaves_no_cluster_half_done_and_the_next_run_carries_on(
-    ) {
+    async fn a_run_that_dies_at_its_commit_leaves_no_cluster_half_done_and_the_next_run_carries_on()
+    {
         let inner = Arc::new(InMemoryMemoryStore::new());
         let crashing = Arc::new(CrashingStore {
             inner: inner.clone(),
