@@ -86,7 +86,18 @@ pub fn affinity(
     linked: bool,
     params: &ClusterParams,
 ) -> f32 {
-    let mut score = dot(a.embedding, b.embedding);
+    affinity_of(dot(a.embedding, b.embedding), a, b, linked, params)
+}
+
+/// [`affinity`] of two candidates whose embeddings' dot product is `cosine`.
+fn affinity_of(
+    cosine: f32,
+    a: &ClusterItem<'_>,
+    b: &ClusterItem<'_>,
+    linked: bool,
+    params: &ClusterParams,
+) -> f32 {
+    let mut score = cosine;
     score += params.tag_bonus * jaccard(a.tags, b.tags);
     if linked {
         score += params.edge_bonus;
@@ -117,16 +128,18 @@ pub fn cluster(
         params.tag_bonus.max(0.0) + params.edge_bonus.max(0.0) + params.time_bonus.max(0.0);
     for i in 0..n {
         for j in (i + 1)..n {
+            // Only connectivity matters: a pair already in one component adds nothing.
+            let (ri, rj) = (find(&mut parent, i), find(&mut parent, j));
+            if ri == rj {
+                continue;
+            }
             let cosine = dot(items[i].embedding, items[j].embedding);
             if cosine + max_bonus < params.threshold {
                 continue;
             }
             let linked = edges.contains(&(i, j)) || edges.contains(&(j, i));
-            if affinity(&items[i], &items[j], linked, params) >= params.threshold {
-                let (ri, rj) = (find(&mut parent, i), find(&mut parent, j));
-                if ri != rj {
-                    parent[ri.max(rj)] = ri.min(rj);
-                }
+            if affinity_of(cosine, &items[i], &items[j], linked, params) >= params.threshold {
+                parent[ri.max(rj)] = ri.min(rj);
             }
         }
     }
@@ -307,6 +320,80 @@ mod tests {
         assert_eq!(clusters, vec![vec![3, 2, 1], vec![6, 5, 4]]);
         // What was left (item 0) forms no cluster on a second pass.
         assert!(cluster(&items[..1], &HashSet::new(), &params).is_empty());
+    }
+
+    #[test]
+    fn skipping_pairs_already_joined_finds_the_components_every_pair_would() {
+        // A deterministic generator: vectors around a few topics, some tags, some edges,
+        // times over a week.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 10_000) as f32 / 10_000.0
+        };
+        let now = Utc::now();
+        let topics: Vec<Vec<f32>> = (0..6)
+            .map(|_| (0..16).map(|_| next() - 0.5).collect())
+            .collect();
+        let vectors: Vec<Vec<f32>> = (0..300)
+            .map(|i| {
+                let topic = &topics[i % topics.len()];
+                unit(&topic
+                    .iter()
+                    .map(|v| v + (next() - 0.5) * 0.6)
+                    .collect::<Vec<f32>>())
+            })
+            .collect();
+        let tag_sets: Vec<Vec<String>> = (0..300)
+            .map(|i| match i % 4 {
+                0 => vec!["trip".to_string()],
+                1 => vec!["trip".to_string(), "work".to_string()],
+                _ => Vec::new(),
+            })
+            .collect();
+        let items: Vec<ClusterItem> = (0..300)
+            .map(|i| ClusterItem {
+                embedding: &vectors[i],
+                tags: &tag_sets[i],
+                occurred_at: now - Duration::minutes((next() * 10_080.0) as i64),
+            })
+            .collect();
+        let edges: HashSet<(usize, usize)> = (0..120)
+            .map(|_| ((next() * 300.0) as usize, (next() * 300.0) as usize))
+            .collect();
+        let params = ClusterParams {
+            min_size: 2,
+            max_size: 1_000,
+            ..ClusterParams::default()
+        };
+        // Every pair, no shortcut.
+        let mut parent: Vec<usize> = (0..items.len()).collect();
+        for i in 0..items.len() {
+            for j in (i + 1)..items.len() {
+                let linked = edges.contains(&(i, j)) || edges.contains(&(j, i));
+                if affinity(&items[i], &items[j], linked, &params) >= params.threshold {
+                    let (ri, rj) = (find(&mut parent, i), find(&mut parent, j));
+                    parent[ri.max(rj)] = ri.min(rj);
+                }
+            }
+        }
+        let mut expected: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for i in 0..items.len() {
+            let root = find(&mut parent, i);
+            expected.entry(root).or_default().push(i);
+        }
+        let mut expected: Vec<Vec<usize>> =
+            expected.into_values().filter(|c| c.len() >= 2).collect();
+        let mut found = cluster(&items, &edges, &params);
+        for members in found.iter_mut().chain(expected.iter_mut()) {
+            members.sort();
+        }
+        found.sort();
+        expected.sort();
+        assert!(found.len() > 3, "the data forms several clusters: {found:?}");
+        assert_eq!(found, expected);
     }
 
     #[test]
