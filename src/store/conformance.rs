@@ -1190,6 +1190,19 @@ async fn consolidation_commits_whole_or_not_at_all<S: TestStore>(store: &S) {
     assert_eq!(raised_c.consolidation_level, 1.0);
     assert_eq!(raised_c.version, c.version + 1);
     assert_eq!(store.history(&c.id).await.unwrap().len(), 1);
+    // A source that is gone: not found, and nothing written.
+    let ghost = fixture("alice", "never stored", now);
+    let orphan = derived_of("about nothing");
+    let error = store
+        .commit_consolidation(&[ConsolidationCommit {
+            derived: stored(&orphan),
+            edges: Vec::new(),
+            sources: vec![raised(&ghost)],
+        }])
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::NotFound);
+    assert!(store.get(&orphan.id).await.unwrap().is_none());
     // A raised source is still found by its words (its keyword row was kept).
     let hits = store
         .keyword_search(&search("alice", "cello", false))

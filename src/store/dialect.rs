@@ -15,6 +15,7 @@
 //! ([`WriteTx`]): they wait in order and wake the moment the writer before them
 //! finishes, where SQLite's busy handler would poll with sleeps of up to 100 ms.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -448,9 +449,74 @@ pub(crate) async fn archive_versions<D: Dialect>(
     Ok(())
 }
 
+/// Sources per statement of [`raise_consolidated`] (five arguments each).
+const RAISE_CHUNK: usize = 400;
+
+/// Write each source's consolidation level, version and update time (nothing else)
+/// inside a write transaction, in one statement per [`RAISE_CHUNK`], if every stored
+/// version is the one it was read at; otherwise not found or conflict, naming the first
+/// source that changed (the caller's transaction then writes nothing).
+pub(crate) async fn raise_consolidated<D: Dialect>(
+    conn: &mut D::Connection,
+    sources: &[(&Memory, &MemoryVersion)],
+) -> MemoryResult<()> {
+    for chunk in sources.chunks(RAISE_CHUNK) {
+        let mut raise = Statement::new(
+            "WITH raised (id, expected, level, version, updated_at) AS (",
+            [],
+        );
+        raise.values(chunk, |(next, previous)| {
+            [
+                Arg::Text(next.id.as_str()),
+                Arg::Integer(i64::from(previous.version)),
+                Arg::Real(next.consolidation_level),
+                Arg::Integer(i64::from(next.version)),
+                Arg::Time(next.updated_at),
+            ]
+        });
+        raise.push(
+            ") UPDATE memories SET consolidation_level = raised.level,              version = raised.version, updated_at = raised.updated_at FROM raised              WHERE memories.id = raised.id AND memories.version = raised.expected",
+        );
+        if run::<D>(conn, &raise).await? == chunk.len() as u64 {
+            continue;
+        }
+        let mut stored = Statement::new("SELECT id, version FROM memories WHERE ", []);
+        stored.push_in(
+            D::LISTS,
+            "id",
+            chunk.iter().map(|(next, _)| next.id.as_str()),
+        );
+        let mut found = HashMap::new();
+        for row in rows::<D>(conn, &stored).await? {
+            found.insert(row.text("id")?, row.integer("version")?);
+        }
+        for (next, previous) in chunk {
+            match found.get(next.id.as_str()) {
+                None => {
+                    return Err(MemoryError::not_found(format!(
+                        "memory {} does not exist",
+                        next.id
+                    )))
+                }
+                Some(&version) if version != i64::from(previous.version) => {
+                    return Err(MemoryError::conflict(format!(
+                        "memory {} changed concurrently (expected version {}, found {version}); read it again and retry",
+                        next.id, previous.version
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        return Err(MemoryError::conflict(
+            "a source is listed twice in one consolidation; read the sources again and retry",
+        ));
+    }
+    Ok(())
+}
+
 /// Replace every field of a memory inside a write transaction if its stored version is
 /// `previous.version` (not found or conflict otherwise); nothing else is written.
-pub(crate) async fn replace_if_version<D: Dialect>(
+async fn replace_if_version<D: Dialect>(
     conn: &mut D::Connection,
     next: &Memory,
     previous: &MemoryVersion,

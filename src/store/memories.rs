@@ -22,7 +22,7 @@ use mnemos_actors::store::{
 };
 
 use super::dialect::{
-    archive_versions, commit, one_row, replace_if_version, rows, run, update_record, Dialect,
+    archive_versions, commit, one_row, raise_consolidated, rows, run, update_record, Dialect,
     SqlStore,
 };
 use super::rows::{self as map, Columns};
@@ -513,19 +513,17 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             storable(&commit.derived.memory)?;
         }
         let mut tx = self.write_transaction().await?;
-        // Sources first: a source changed since it was read fails the whole batch.
-        for (next, previous) in commits.iter().flat_map(|c| &c.sources) {
-            replace_if_version::<D>(&mut tx, next, previous).await?;
-            // Raising the level changes no indexed text (nor the status), so the keyword
-            // row stays; a source whose text did change gets a new one.
-            if next.content != previous.content || next.status != previous.status {
-                D::replace_keyword_row(&mut tx, next).await?;
-            }
-        }
-        let versions: Vec<(&MemoryId, &MemoryVersion)> = commits
+        // Sources first: a source changed since it was read fails the whole batch. Only
+        // their level and bookkeeping change, so their keyword rows stay as they are.
+        let sources: Vec<(&Memory, &MemoryVersion)> = commits
             .iter()
             .flat_map(|c| &c.sources)
-            .map(|(next, previous)| (&next.id, previous))
+            .map(|(next, previous)| (next, previous))
+            .collect();
+        raise_consolidated::<D>(&mut tx, &sources).await?;
+        let versions: Vec<(&MemoryId, &MemoryVersion)> = sources
+            .iter()
+            .map(|(next, previous)| (&next.id, *previous))
             .collect();
         archive_versions::<D>(&mut tx, &versions).await?;
         let derived: Vec<&StoredMemory> = commits.iter().map(|c| &c.derived).collect();

@@ -340,10 +340,12 @@ mod tests {
         let vectors: Vec<Vec<f32>> = (0..300)
             .map(|i| {
                 let topic = &topics[i % topics.len()];
-                unit(&topic
-                    .iter()
-                    .map(|v| v + (next() - 0.5) * 0.6)
-                    .collect::<Vec<f32>>())
+                unit(
+                    &topic
+                        .iter()
+                        .map(|v| v + (next() - 0.5) * 0.6)
+                        .collect::<Vec<f32>>(),
+                )
             })
             .collect();
         let tag_sets: Vec<Vec<String>> = (0..300)
@@ -392,7 +394,10 @@ mod tests {
         }
         found.sort();
         expected.sort();
-        assert!(found.len() > 3, "the data forms several clusters: {found:?}");
+        assert!(
+            found.len() > 3,
+            "the data forms several clusters: {found:?}"
+        );
         assert_eq!(found, expected);
     }
 

@@ -247,8 +247,7 @@ pub struct ConsolidationCommit {
     pub edges: Vec<Association>,
     /// Each source's next state and the version it replaces (checked: a source
     /// changed since it was read fails the whole commit with `conflict`). Only the
-    /// consolidation level and bookkeeping may differ besides content and status: stores
-    /// keep the keyword row of a source whose content and status are unchanged.
+    /// next state's consolidation level, version and update time are written.
     pub sources: Vec<(Memory, MemoryVersion)>,
 }
 

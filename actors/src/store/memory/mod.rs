@@ -593,7 +593,9 @@ impl MemoryStore for InMemoryMemoryStore {
             for (next, previous) in &commit.sources {
                 if let Some(row) = rows.get_mut(&next.id) {
                     row.versions.push(previous.clone());
-                    row.memory = next.clone();
+                    row.memory.consolidation_level = next.consolidation_level;
+                    row.memory.version = next.version;
+                    row.memory.updated_at = next.updated_at;
                 }
             }
             rows.entry(commit.derived.memory.id.clone())
