@@ -355,10 +355,17 @@ pub async fn consolidate_agent(
     let clusters = plan_clusters(args, agent, &clusterable, &embeddings).await?;
     let mut tally = ClusterTally::default();
     let mut pending = Vec::new();
+    let mut batch_started = started_at;
     for members in &clusters {
         let sources: Vec<&Memory> = members.iter().map(|&i| clusterable[i]).collect();
+        if pending.is_empty() {
+            batch_started = args.clock.now();
+        }
         pending.push(abstract_cluster(args, agent, &sources, &embeddings, &mut tally).await);
-        if pending.len() == CLUSTERS_PER_COMMIT {
+        // A slow inner thought (an LLM) commits sooner: a crash loses little of its work.
+        if pending.len() == CLUSTERS_PER_COMMIT
+            || args.clock.now() - batch_started >= BATCH_THINKING_TIME
+        {
             commit_clusters(args, std::mem::take(&mut pending), &mut tally).await?;
         }
     }
@@ -463,6 +470,9 @@ async fn plan_clusters(
 /// Clusters committed per transaction of a run: one round of embedding, one store
 /// transaction and one index update for this many, instead of one each per cluster.
 const CLUSTERS_PER_COMMIT: usize = 64;
+
+/// Inner-thought time after which a batch is committed however few clusters it holds.
+const BATCH_THINKING_TIME: Duration = Duration::seconds(2);
 
 /// One cluster abstracted and waiting for its commit.
 struct PendingCluster {
@@ -1577,6 +1587,60 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    /// The rules, taking three seconds of the manual clock per abstraction (an LLM's pace).
+    struct SlowThought(Arc<ManualClock>);
+
+    #[async_trait]
+    impl InnerThought for SlowThought {
+        fn provider_name(&self) -> &'static str {
+            "slow"
+        }
+        async fn abstract_cluster(
+            &self,
+            cluster: &ClusterDigest,
+        ) -> crate::thought::Thought<crate::thought::Abstraction> {
+            self.0.advance(Duration::seconds(3));
+            RuleThought.abstract_cluster(cluster).await
+        }
+        async fn summarize_session(
+            &self,
+            session: &SessionDigest,
+        ) -> crate::thought::Thought<String> {
+            RuleThought.summarize_session(session).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_inner_thought_commits_each_cluster_as_it_goes_so_a_crash_keeps_the_first() {
+        let inner = Arc::new(InMemoryMemoryStore::new());
+        let crashing = Arc::new(CrashingStore {
+            inner: inner.clone(),
+            commits_left: std::sync::atomic::AtomicI32::new(1),
+            race: false.into(),
+        });
+        let mut f = fixture_with(crashing, inner.clone()).await;
+        f.args.thought = Arc::new(SlowThought(f.clock.clone()));
+        seed_clusters(&f).await;
+        let error = consolidate_agent(&f.args, &f.agent, "test")
+            .await
+            .unwrap_err();
+        assert!(error.message.contains("died"), "{}", error.message);
+        let after_crash = inner.agent_memories(&f.agent).await.unwrap();
+        let derived: Vec<&Memory> = after_crash
+            .iter()
+            .filter(|m| m.metadata.get("derived_from").is_some())
+            .collect();
+        assert_eq!(derived.len(), 1, "the first cluster landed on its own");
+        let sources: Vec<String> =
+            serde_json::from_value(derived[0].metadata["derived_from"].clone()).unwrap();
+        let raised: Vec<&Memory> = after_crash
+            .iter()
+            .filter(|m| m.memory_type == MemoryType::Episodic && m.consolidation_level == 1.0)
+            .collect();
+        assert_eq!(raised.len(), sources.len(), "nothing of the second cluster");
+        assert!(raised.iter().all(|m| sources.contains(&m.id.to_string())));
     }
 
     #[tokio::test]
