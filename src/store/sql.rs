@@ -697,15 +697,21 @@ pub fn upsert_edge(edge: &Association) -> Statement<'_> {
          VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (from_id, to_id, relation) DO UPDATE SET weight = excluded.weight \
          RETURNING agent_id, from_id, to_id, relation, weight, created_at",
-        [
-            Arg::Text(edge.agent_id.as_str()),
-            Arg::Text(edge.from_id.as_str()),
-            Arg::Text(edge.to_id.as_str()),
-            Arg::Text(&edge.relation),
-            Arg::Real(edge.weight),
-            Arg::Time(edge.created_at),
-        ],
+        edge_args(edge),
     )
+}
+
+/// An edge's columns in `associations` order: agent, from, to, relation, weight,
+/// created at.
+pub fn edge_args(edge: &Association) -> [Arg<'_>; 6] {
+    [
+        Arg::Text(edge.agent_id.as_str()),
+        Arg::Text(edge.from_id.as_str()),
+        Arg::Text(edge.to_id.as_str()),
+        Arg::Text(&edge.relation),
+        Arg::Real(edge.weight),
+        Arg::Time(edge.created_at),
+    ]
 }
 
 /// Edges per statement of [`upsert_edges`] (six arguments each).
@@ -718,16 +724,7 @@ pub fn upsert_edges(edges: &[Association]) -> Statement<'_> {
         "INSERT INTO associations (agent_id, from_id, to_id, relation, weight, created_at) ",
         [],
     );
-    statement.values(edges, |edge| {
-        [
-            Arg::Text(edge.agent_id.as_str()),
-            Arg::Text(edge.from_id.as_str()),
-            Arg::Text(edge.to_id.as_str()),
-            Arg::Text(&edge.relation),
-            Arg::Real(edge.weight),
-            Arg::Time(edge.created_at),
-        ]
-    });
+    statement.values(edges, edge_args);
     statement
         .push(" ON CONFLICT (from_id, to_id, relation) DO UPDATE SET weight = excluded.weight");
     statement

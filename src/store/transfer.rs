@@ -401,14 +401,7 @@ pub(crate) async fn import<D: Dialect>(
                     let statement = Statement::new(
                         "INSERT INTO associations (agent_id, from_id, to_id, relation, weight, created_at) \
                          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                        [
-                            Arg::Text(edge.agent_id.as_str()),
-                            Arg::Text(edge.from_id.as_str()),
-                            Arg::Text(edge.to_id.as_str()),
-                            Arg::Text(&edge.relation),
-                            Arg::Real(edge.weight),
-                            Arg::Time(edge.created_at),
-                        ],
+                        sql::edge_args(edge),
                     );
                     outcome(run::<D>(&mut tx, &statement).await?)
                 }

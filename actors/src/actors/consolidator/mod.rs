@@ -1669,19 +1669,14 @@ mod tests {
         // The raced cluster's sources are untouched by the sleep cycle (one is the
         // user's edit), so the next run takes them up again.
         let memories = inner.agent_memories(&f.agent).await.unwrap();
-        for id in raced["sources"].as_array().unwrap() {
-            let source = memories
-                .iter()
-                .find(|m| m.id.as_str() == id.as_str().unwrap())
-                .unwrap();
-            assert_eq!(source.consolidation_level, 0.0, "{source:?}");
-        }
-        for id in landed["sources"].as_array().unwrap() {
-            let source = memories
-                .iter()
-                .find(|m| m.id.as_str() == id.as_str().unwrap())
-                .unwrap();
-            assert_eq!(source.consolidation_level, 1.0, "{source:?}");
+        for (cluster, level) in [(raced, 0.0), (landed, 1.0)] {
+            for id in cluster["sources"].as_array().unwrap() {
+                let source = memories
+                    .iter()
+                    .find(|m| m.id.as_str() == id.as_str().unwrap())
+                    .unwrap();
+                assert_eq!(source.consolidation_level, level, "{source:?}");
+            }
         }
     }
 
