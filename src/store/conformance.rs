@@ -1190,6 +1190,27 @@ async fn consolidation_commits_whole_or_not_at_all<S: TestStore>(store: &S) {
     assert_eq!(raised_c.consolidation_level, 1.0);
     assert_eq!(raised_c.version, c.version + 1);
     assert_eq!(store.history(&c.id).await.unwrap().len(), 1);
+    // One source in two clusters of a batch: conflict, and nothing written.
+    let twice = derived_of("Sam again");
+    let raised_c_now = store.get(&c.id).await.unwrap().unwrap();
+    let error = store
+        .commit_consolidation(&[
+            ConsolidationCommit {
+                derived: stored(&twice),
+                edges: Vec::new(),
+                sources: vec![raised(&raised_c_now)],
+            },
+            ConsolidationCommit {
+                derived: stored(&derived_of("Sam once more")),
+                edges: Vec::new(),
+                sources: vec![raised(&raised_c_now)],
+            },
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Conflict);
+    assert!(store.get(&twice.id).await.unwrap().is_none());
+    assert_eq!(store.get(&c.id).await.unwrap().unwrap(), raised_c_now);
     // A source that is gone: not found, and nothing written.
     let ghost = fixture("alice", "never stored", now);
     let orphan = derived_of("about nothing");
