@@ -75,6 +75,10 @@ pub struct BenchReport {
     pub sleep_cycle_processed: u64,
     /// Candidates it consolidated into knowledge.
     pub sleep_cycle_consolidated: u64,
+    /// Single remembers made one after another while a second sleep cycle ran (over a
+    /// tenth of the load again, for a tenth as many new agents): how long a write waits
+    /// behind the cycle's commits.
+    pub during_sleep: DuringSleepFigures,
     /// Peak resident set size of the process, MiB.
     pub peak_rss_mib: f64,
     /// Backends the run used (store, working memory, graph projection).
@@ -94,6 +98,27 @@ pub struct BenchReport {
     pub auth: AuthFigures,
     /// What the web console's pages cost the server on this store.
     pub console: ConsoleFigures,
+}
+
+/// Remembering while the sleep cycle runs (see [`BenchReport::during_sleep`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct DuringSleepFigures {
+    /// Memories loaded for the second cycle, and the new agents they belong to.
+    pub loaded: usize,
+    /// See `loaded`.
+    pub agents: usize,
+    /// The second cycle's wall time with the remembers beside it, seconds.
+    pub cycle_seconds: f64,
+    /// Candidates it consolidated.
+    pub consolidated: u64,
+    /// Remembers made while it ran.
+    pub remembers: usize,
+    /// Their latency p50, ms.
+    pub remember_p50_ms: f64,
+    /// Their latency p99, ms.
+    pub remember_p99_ms: f64,
+    /// The slowest, ms.
+    pub remember_max_ms: f64,
 }
 
 /// Server-side time of the console's reads (the contract functions its routes call),
@@ -259,6 +284,17 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
         "| sleep cycle, all agents | {:.2} s ({} candidates, {} consolidated) |",
         report.sleep_cycle_seconds, report.sleep_cycle_processed, report.sleep_cycle_consolidated
     );
+    let during = &report.during_sleep;
+    println!(
+        "| single remember while a sleep cycle runs ({} memories of {} new agents consolidated beside it, {:.2} s) p50 / p99 / max | {:.2} / {:.2} / {:.2} ms ({} remembers) |",
+        during.loaded,
+        during.agents,
+        during.cycle_seconds,
+        during.remember_p50_ms,
+        during.remember_p99_ms,
+        during.remember_max_ms,
+        during.remembers
+    );
     println!("| peak RSS | {:.0} MiB |", report.peak_rss_mib);
     println!("| backends | {} |", report.backends);
     let auth = &report.auth;
@@ -349,6 +385,8 @@ struct RestartFigures {
     processed: u64,
     /// Candidates it consolidated.
     consolidated: u64,
+    /// Remembering while a second cycle runs.
+    during_sleep: DuringSleepFigures,
 }
 
 /// A runtime error as the benchmark reports it.
@@ -366,10 +404,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
          (for PostgreSQL, point storage.url at a fresh database)",
         settings.storage.backend
     );
-    let agents: Vec<AgentId> = (0..args.agents)
-        .map(|n| AgentId::parse(&format!("bench-agent-{n}")))
-        .collect::<Result<_, _>>()
-        .map_err(failed)?;
+    let agents = bench_agents("bench-agent", args.agents)?;
     let mut text = TextGenerator::new(42);
 
     let batch_time = load_batches(&runtime, &agents, &mut text, args).await?;
@@ -411,6 +446,7 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         sleep_cycle_seconds: restart.sleep_cycle.as_secs_f64(),
         sleep_cycle_processed: restart.processed,
         sleep_cycle_consolidated: restart.consolidated,
+        during_sleep: restart.during_sleep,
         peak_rss_mib: peak_rss_mib(),
         backends: format!(
             "store {}, working {}, graph {}",
@@ -819,13 +855,82 @@ async fn restart_and_sleep(
         .map_err(failed)?
         .unwrap_or_default();
     let sleep_cycle = started.elapsed();
+    let during_sleep = remember_during_sleep(&reopened.runtime, args).await?;
     reopened.close().await?;
     Ok(RestartFigures {
         ready,
         sleep_cycle,
         processed: runs.iter().map(|r| u64::from(r.processed)).sum(),
         consolidated: runs.iter().map(|r| u64::from(r.consolidated)).sum(),
+        during_sleep,
     })
+}
+
+/// Load a tenth of the benchmark's memories again for a tenth as many new agents, then
+/// run a sleep cycle and, until it ends, remember one memory after another for the
+/// first agents, timing each: what a write waits behind the cycle's commits. The first
+/// cycle was timed alone, so its figure keeps its meaning.
+async fn remember_during_sleep(
+    runtime: &Runtime,
+    args: &BenchArgs,
+) -> anyhow::Result<DuringSleepFigures> {
+    let mut text = TextGenerator::new(4242);
+    let fresh = BenchArgs {
+        memories: (args.memories / 10).max(1),
+        agents: (args.agents / 10).max(1),
+        ..args.clone()
+    };
+    let new_agents = bench_agents("bench-fresh", fresh.agents)?;
+    load_batches(runtime, &new_agents, &mut text, &fresh).await?;
+    let writers = bench_agents("bench-agent", args.agents.max(1))?;
+    let started = Instant::now();
+    let cycle = tokio::spawn({
+        let runtime = runtime.clone();
+        async move {
+            runtime
+                .run_scheduled(
+                    mnemos_actors::actors::consolidator::ScheduledJob::SleepCycle,
+                    chrono::Utc::now(),
+                )
+                .await
+        }
+    });
+    let mut latencies = Vec::new();
+    while !cycle.is_finished() {
+        let input = RememberInput {
+            content: text.sentence(8, 45),
+            ..Default::default()
+        };
+        let call = Instant::now();
+        runtime
+            .remember(&writers[latencies.len() % writers.len()], input)
+            .await
+            .map_err(failed)?;
+        latencies.push(call.elapsed().as_secs_f64() * 1000.0);
+    }
+    let runs = cycle
+        .await?
+        .map_err(failed)?
+        .ok_or_else(|| anyhow::anyhow!("the second sleep cycle was skipped: its lease was held"))?;
+    let cycle_seconds = started.elapsed().as_secs_f64();
+    latencies.sort_by(f64::total_cmp);
+    Ok(DuringSleepFigures {
+        loaded: fresh.memories,
+        agents: fresh.agents,
+        cycle_seconds,
+        consolidated: runs.iter().map(|r| u64::from(r.consolidated)).sum(),
+        remembers: latencies.len(),
+        remember_p50_ms: percentile(&latencies, 50.0),
+        remember_p99_ms: percentile(&latencies, 99.0),
+        remember_max_ms: latencies.last().copied().unwrap_or(0.0),
+    })
+}
+
+/// `count` agent ids named `prefix-0`, `prefix-1`, …
+fn bench_agents(prefix: &str, count: usize) -> anyhow::Result<Vec<AgentId>> {
+    (0..count)
+        .map(|n| AgentId::parse(&format!("{prefix}-{n}")).map_err(failed))
+        .collect()
 }
 
 #[cfg(test)]

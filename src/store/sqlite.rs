@@ -709,9 +709,13 @@ impl SqliteStore {
             .pragma("cache_size", "-8000")
             .pragma("temp_store", "memory")
             .pragma("mmap_size", mmap_bytes.to_string());
+        // A connection to a local file does not go stale, so it is not pinged on each
+        // acquire: the ping is a round trip to the connection's worker thread, as long
+        // as a short read (sqlx tests before acquiring by default).
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(|e| {

@@ -139,8 +139,14 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, f64) {
 /// Milliseconds spent per stage.
 #[derive(Debug, Default)]
 struct Timings {
-    /// Neighbour expansion.
+    /// Neighbour expansion, all of it.
     expand: f64,
+    /// Expansion's first part: the seeds' graph links and session neighbours.
+    expand_links: f64,
+    /// Expansion's second part: reading the memories it adds, and their similarity.
+    expand_fetch: f64,
+    /// Filtering, re-ranking and cutting the candidates.
+    rank: f64,
     /// Embedding the question and the nearest-neighbour search.
     vector: f64,
     /// BM25.
@@ -165,6 +171,9 @@ impl Timings {
     fn stages(&self) -> Vec<(&'static str, f64)> {
         vec![
             ("expand", self.expand),
+            ("expand_links", self.expand_links),
+            ("expand_fetch", self.expand_fetch),
+            ("rank", self.rank),
             ("vector", self.vector),
             ("keyword", self.keyword),
             ("time", self.time),
@@ -255,10 +264,12 @@ pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<Rec
     let settings = rt.inner.config.recall;
     if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !scored.fused.is_empty() {
         let started_expansion = Instant::now();
-        sources.push(expand(rt, &plan, &mut scored, best_similarity).await?);
+        sources.push(expand(rt, &plan, &mut scored, best_similarity, &mut timings).await?);
         timings.expand = started_expansion.elapsed().as_secs_f64() * 1000.0;
     }
-    let hits = rank(rt, &plan, &lists, &scored, &history).await?;
+    let (hits, rank_ms) = timed(rank(rt, &plan, &lists, &scored, &history)).await;
+    timings.rank = rank_ms;
+    let hits = hits?;
     if !hits.is_empty() {
         let touched: Vec<MemoryId> = hits.iter().map(|h| h.memory.id.clone()).collect();
         rt.actors().episodic.touch_later(touched, rt.now());
@@ -753,6 +764,7 @@ async fn expand(
     plan: &Plan<'_>,
     scored: &mut Scored,
     best_similarity: f64,
+    timings: &mut Timings,
 ) -> MemoryResult<ReadSource> {
     let settings = rt.inner.config.recall;
     // The strongest hits, as the memories `score` read back (a hit not read back, say
@@ -763,9 +775,9 @@ async fn expand(
         .take(settings.expansion_seeds)
         .filter_map(|h| scored.memories.iter().find(|m| m.id == h.id).cloned())
         .collect();
-    let (links, graph_source) = rt
-        .neighbours(&plan.input.agent_id, &seeds, settings.session_radius)
-        .await;
+    let ((links, graph_source), links_ms) =
+        timed(rt.neighbours(&plan.input.agent_id, &seeds, settings.session_radius)).await;
+    timings.expand_links = links_ms;
     let links: Vec<NeighbourLink> = links?;
     let known: HashSet<MemoryId> = scored.fused.iter().map(|h| h.id.clone()).collect();
     let mut added: Vec<MemoryId> = links
@@ -775,14 +787,17 @@ async fn expand(
         .collect();
     added.sort();
     added.dedup();
-    let (added_memories, added_similarity) =
+    let ((added_memories, added_similarity), fetch_ms) = timed(async {
         tokio::join!(rt.actors().episodic.get_many(&added), async {
             if settings.vector_weight > 0.0 {
                 rt.similarity(&scored.query_vector, &added).await
             } else {
                 Ok(HashMap::new())
             }
-        });
+        })
+    })
+    .await;
+    timings.expand_fetch = fetch_ms;
     let added_memories = added_memories?;
     let added_similarity = added_similarity?;
     // A memory the expansion adds scores on its own by its similarity alone.
