@@ -867,9 +867,9 @@ async fn restart_and_sleep(
 }
 
 /// Load a tenth of the benchmark's memories again for a tenth as many new agents, then
-/// run a sleep cycle and, until it ends, remember one memory after another for the
-/// first agents, timing each: what a write waits behind the cycle's commits. The first
-/// cycle was timed alone, so its figure keeps its meaning.
+/// let the projections catch up, run a sleep cycle and, until it ends, remember one
+/// memory after another for the first agents, timing each: what a write waits behind
+/// the cycle's work. The first cycle was timed alone, so its figure keeps its meaning.
 async fn remember_during_sleep(
     runtime: &Runtime,
     args: &BenchArgs,
@@ -882,6 +882,16 @@ async fn remember_during_sleep(
     };
     let new_agents = bench_agents("bench-fresh", fresh.agents)?;
     load_batches(runtime, &new_agents, &mut text, &fresh).await?;
+    // The projections (the entity index among them) catch up with the load first, so
+    // what the remembers wait behind is the cycle, not the load's aftermath.
+    if !runtime
+        .projection_status()
+        .await
+        .unwrap_or_default()
+        .is_empty()
+    {
+        drain_projections(runtime).await?;
+    }
     let writers = bench_agents("bench-agent", args.agents.max(1))?;
     let started = Instant::now();
     let cycle = tokio::spawn({
