@@ -76,8 +76,8 @@ pub struct BenchReport {
     /// Candidates it consolidated into knowledge.
     pub sleep_cycle_consolidated: u64,
     /// Single remembers made one after another while a second sleep cycle ran (over a
-    /// tenth of the load again, for a tenth as many new agents): how long a write waits
-    /// behind the cycle's commits.
+    /// tenth of the load again, for a tenth as many new agents, once the projections
+    /// caught up with it): how long a write waits behind the cycle's work.
     pub during_sleep: DuringSleepFigures,
     /// Peak resident set size of the process, MiB.
     pub peak_rss_mib: f64,
