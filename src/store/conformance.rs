@@ -1020,6 +1020,7 @@ async fn embeddings_page_in_id_order_of_active_memories<S: TestStore>(store: &S)
     memories[3].status = MemoryStatus::Archived;
     memories[4].shared = true;
     memories[4].memory_type = MemoryType::Procedural;
+    memories[4].session_id = Some(SessionId::parse("s9").unwrap());
     store
         .insert(&memories.iter().map(stored).collect::<Vec<_>>())
         .await
@@ -1048,6 +1049,14 @@ async fn embeddings_page_in_id_order_of_active_memories<S: TestStore>(store: &S)
     assert_eq!(shared.memory_type, MemoryType::Procedural);
     assert_eq!(shared.agent_id, agent("alice"));
     assert_eq!(shared.vector, vec![1.0, 0.0]);
+    assert_eq!(
+        shared.session_id, memories[4].session_id,
+        "recall's session order"
+    );
+    assert!(seen
+        .iter()
+        .filter(|r| r.id != memories[4].id)
+        .all(|r| r.session_id.is_none()));
 }
 
 async fn leases_let_one_holder_claim_each_slot<S: TestStore>(store: &S) {
@@ -1403,6 +1412,29 @@ async fn touch_find_by_hash_neighbours_and_runs<S: TestStore>(store: &S) {
         .await
         .unwrap()
         .is_empty());
+    // The in-process session order (the keyword index, loaded from the store's
+    // embeddings pages as the vector actor loads it) answers the same pairs.
+    let mut pages = Vec::new();
+    let mut after: Option<MemoryId> = None;
+    loop {
+        let page = store.embeddings_page(after.as_ref(), 2).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        pages.push(page);
+    }
+    let index = mnemos_actors::store::keywords::KeywordIndex::new();
+    index.load(pages);
+    let session_seeds: Vec<_> = seeds
+        .iter()
+        .filter_map(mnemos_actors::store::keywords::SessionSeed::of)
+        .collect();
+    for radius in [1, 2, 5] {
+        assert_eq!(
+            index.session_neighbours(&session_seeds, radius),
+            Some(store.session_neighbours_of(&seeds, radius).await.unwrap()),
+            "radius {radius}"
+        );
+    }
     // Touch counts each id once and never moves last access backwards.
     let later = t0() + Duration::hours(1);
     store

@@ -544,7 +544,7 @@ pub const EMBEDDING: &str = "SELECT vector FROM memory_embeddings WHERE memory_i
 pub const EMBEDDINGS_WHERE: &str = "SELECT memory_id, vector FROM memory_embeddings WHERE ";
 /// A page of active memories' embeddings in id order after `$1`.
 pub const EMBEDDINGS_PAGE: &str = "SELECT m.id, m.agent_id, m.memory_type, m.shared, e.vector, \
-     m.occurred_at, m.title, m.content \
+     m.occurred_at, m.title, m.content, m.session_id \
      FROM memories m JOIN memory_embeddings e ON e.memory_id = m.id \
      WHERE m.status = 'active' AND m.id > $1 ORDER BY m.id LIMIT $2";
 

@@ -249,6 +249,7 @@ mod tests {
                 vector: embedder.embed(text).unwrap(),
                 occurred_at: chrono::DateTime::UNIX_EPOCH,
                 text: text.clone(),
+                session_id: None,
             })
             .collect()
     }

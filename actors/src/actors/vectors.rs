@@ -14,7 +14,7 @@ use super::{injected_fault, Caller, Reply};
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::MemoryId;
-use crate::store::keywords::{KeywordIndex, KeywordLoad, Prepared};
+use crate::store::keywords::{KeywordIndex, KeywordLoad, Prepared, SessionSeed};
 use crate::store::{EmbeddingRecord, KeywordQuery, VectorIndex, VectorQuery};
 use crate::supervisor::InjectedFault;
 
@@ -33,6 +33,13 @@ pub enum VectorsMsg {
     KeywordSearch {
         query: KeywordQuery,
         reply: Reply<Option<Vec<(MemoryId, f64)>>>,
+    },
+    /// The seeds' session neighbours from the keyword index's session order (`None`
+    /// while it loads).
+    SessionNeighbours {
+        seeds: Vec<SessionSeed>,
+        radius: usize,
+        reply: Reply<Option<Vec<(MemoryId, MemoryId)>>>,
     },
     /// Add or replace index entries.
     Upsert {
@@ -613,6 +620,14 @@ impl Actor for VectorsActor {
                     let _ = reply.send(Ok(keywords.search(&query)));
                 });
             }
+            VectorsMsg::SessionNeighbours {
+                seeds,
+                radius,
+                reply,
+            } => {
+                // A few ordered-set lookups: answered in the mailbox's turn, like Similarity.
+                let _ = reply.send(Ok(state.keywords.session_neighbours(&seeds, radius)));
+            }
             VectorsMsg::Upsert { entries, reply } => {
                 state.index.upsert(&entries);
                 state.keywords.upsert(&entries);
@@ -768,6 +783,26 @@ impl VectorsHandle {
                 tracing::warn!(%error, "vector index update deferred to the next rebuild");
             }
         }
+    }
+    /// (seed, neighbour) pairs of the seeds' session neighbours within `radius` (as the
+    /// SQL store's `session_neighbours_of` answers them), from the in-process session
+    /// order; `None` while the keyword index loads (ask the SQL store then).
+    pub async fn session_neighbours(
+        &self,
+        seeds: &[crate::model::Memory],
+        radius: usize,
+    ) -> MemoryResult<Option<Vec<(MemoryId, MemoryId)>>> {
+        let seeds: Vec<SessionSeed> = seeds.iter().filter_map(SessionSeed::of).collect();
+        if seeds.is_empty() || radius == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        self.caller
+            .ask(|reply| VectorsMsg::SessionNeighbours {
+                seeds: seeds.clone(),
+                radius,
+                reply,
+            })
+            .await
     }
     /// Nearest neighbours of `query.vector` in the embedded index.
     pub async fn search(&self, query: &VectorQuery) -> MemoryResult<Vec<(MemoryId, f32)>> {

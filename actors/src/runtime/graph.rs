@@ -228,6 +228,20 @@ pub(super) async fn spreading_activation(
 }
 
 impl Runtime {
+    /// (seed, neighbour) pairs of the seeds' session neighbours: from the vector actor's
+    /// in-process session order, or from the system of record while that loads.
+    async fn session_neighbours(
+        &self,
+        seeds: &[Memory],
+        radius: usize,
+    ) -> MemoryResult<Vec<(MemoryId, MemoryId)>> {
+        let actors = self.actors();
+        match actors.vectors.session_neighbours(seeds, radius).await? {
+            Some(pairs) => Ok(pairs),
+            None => actors.episodic.session_neighbours(seeds, radius).await,
+        }
+    }
+
     /// Links from `seeds` (memories already read, so their sessions need no read) to
     /// their association-graph neighbours and to the turns next to them in their sessions.
     pub(super) async fn neighbours(
@@ -239,7 +253,7 @@ impl Runtime {
         let ids: Vec<MemoryId> = seeds.iter().map(|m| m.id.clone()).collect();
         let ((edges, source), in_session) = tokio::join!(
             self.links_around(agent, &ids, 200),
-            self.actors().episodic.session_neighbours(seeds, radius),
+            self.session_neighbours(seeds, radius),
         );
         let links = match (edges, in_session) {
             (Ok(edges), Ok(in_session)) => Ok(neighbour_links(&ids, &edges, in_session)),

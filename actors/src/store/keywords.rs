@@ -10,7 +10,13 @@
 //! memory's terms counted once more in the shared pool), the same floating-point
 //! operations in the same order. `src/store/conformance.rs` pins that both give the
 //! same hits, order and scores.
+//!
+//! Each agent's partition also keeps its sessions' memories in id order (creation
+//! order), so recall's expansion finds a hit's session neighbours here instead of in a
+//! SQL statement and its round trips ([`KeywordIndex::session_neighbours`]).
 
+use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -18,7 +24,7 @@ use chrono::{DateTime, Utc};
 
 use super::{EmbeddingRecord, KeywordQuery};
 use crate::hashing::FastMap;
-use crate::model::{AgentId, MemoryId};
+use crate::model::{AgentId, MemoryId, SessionId};
 use crate::text::keyword_terms;
 
 /// Term-frequency saturation.
@@ -111,6 +117,9 @@ struct Doc {
     length: u32,
     /// Its agent's partition number (in the shared pool: whose it is).
     owner: u32,
+    /// Its session in its agent's partition (the key of [`Partition::sessions`], shared);
+    /// always `None` in the shared pool, which keeps no session order.
+    session: Option<Arc<str>>,
 }
 
 /// The postings of one agent, or of the shared pool.
@@ -122,6 +131,9 @@ struct Partition {
     terms: FastMap<Box<str>, Postings>,
     /// Removed slots still named by postings.
     dead: usize,
+    /// Session → its live memories' ids in id (creation) order: recall's session
+    /// neighbours. Empty in the shared pool.
+    sessions: FastMap<Arc<str>, BTreeSet<Arc<str>>>,
 }
 
 impl Partition {
@@ -143,16 +155,57 @@ impl Partition {
     /// Forget `slot`; compacts when removed slots outnumber a third of the live ones.
     /// Returns the old → new slot map when it compacted.
     fn remove(&mut self, slot: u32) -> Option<Vec<u32>> {
-        let taken = self
-            .docs
-            .get_mut(slot as usize)
-            .and_then(Option::take)
-            .is_some();
-        if taken {
+        if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
             self.dead += 1;
+            if let Some(session) = &doc.session {
+                self.leave_session(session, &doc.id);
+            }
         }
         let live = self.docs.len() - self.dead;
         (self.dead > 64 && self.dead * 3 > live).then(|| self.compact())
+    }
+
+    /// File `id` in `session`'s order; answers the session's shared key for its doc.
+    fn join_session(&mut self, session: &str, id: &Arc<str>) -> Arc<str> {
+        let key = match self.sessions.get_key_value(session) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(session),
+        };
+        self.sessions
+            .entry(key.clone())
+            .or_default()
+            .insert(id.clone());
+        key
+    }
+
+    /// Take `id` out of `session`'s order (and the session out of the map once empty).
+    fn leave_session(&mut self, session: &str, id: &str) {
+        if let Some(ids) = self.sessions.get_mut(session) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.sessions.remove(session);
+            }
+        }
+    }
+
+    /// The ids filed in `session` just before `seed` (nearest first, at most `radius`),
+    /// then just after it (nearest first, at most `radius`); `seed` itself need not be
+    /// filed. The SQL stores' `session_neighbours` answer alike.
+    fn session_neighbours(&self, session: &str, seed: &str, radius: usize) -> Vec<MemoryId> {
+        let Some(ids) = self.sessions.get(session) else {
+            return Vec::new();
+        };
+        let before = ids
+            .range::<str, _>((Bound::Unbounded, Bound::Excluded(seed)))
+            .rev()
+            .take(radius);
+        let after = ids
+            .range::<str, _>((Bound::Excluded(seed), Bound::Unbounded))
+            .take(radius);
+        before
+            .chain(after)
+            .map(|id| MemoryId(id.to_string()))
+            .collect()
     }
 
     /// Drop removed slots and renumber the rest; returns old slot → new slot
@@ -248,6 +301,8 @@ pub struct Prepared {
     counts: Vec<(String, u32)>,
     /// Its postings in all (FTS5's row length: a shared memory's count twice).
     length: u32,
+    /// Its session, if any (filed in its partition's session order).
+    session: Option<Box<str>>,
 }
 
 impl Prepared {
@@ -276,6 +331,7 @@ impl Prepared {
             occurred_at: entry.occurred_at,
             counts,
             length: u32::try_from(length * copies).unwrap_or(u32::MAX),
+            session: entry.session_id.as_ref().map(|s| s.as_str().into()),
         }
     }
 }
@@ -291,14 +347,20 @@ impl Inner {
         if partition == next {
             self.partitions.push(Partition::default());
         }
-        let doc = || Doc {
+        let own = &mut self.partitions[partition as usize];
+        let session = entry
+            .session
+            .as_deref()
+            .map(|session| own.join_session(session, &entry.id));
+        let doc = |session: Option<Arc<str>>| Doc {
             id: entry.id.clone(),
             occurred_at: entry.occurred_at,
             length,
             owner: partition,
+            session,
         };
-        let slot = self.partitions[partition as usize].add(doc(), &counts);
-        let shared = entry.shared.then(|| self.shared.add(doc(), &counts));
+        let slot = own.add(doc(session), &counts);
+        let shared = entry.shared.then(|| self.shared.add(doc(None), &counts));
         self.places.insert(
             entry.id.clone(),
             Place {
@@ -407,6 +469,28 @@ impl Inner {
             .into_iter()
             .map(|(id, score)| (MemoryId(id.to_string()), score))
             .collect()
+    }
+}
+
+/// A memory whose session neighbours recall's expansion asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSeed {
+    /// Whose memory (the neighbours are the agent's own).
+    pub agent_id: AgentId,
+    /// Which memory.
+    pub id: MemoryId,
+    /// Its session.
+    pub session_id: SessionId,
+}
+
+impl SessionSeed {
+    /// The seed of `memory`, if it belongs to a session.
+    pub fn of(memory: &crate::model::Memory) -> Option<Self> {
+        Some(Self {
+            agent_id: memory.agent_id.clone(),
+            id: memory.id.clone(),
+            session_id: memory.session_id.clone()?,
+        })
     }
 }
 
@@ -561,6 +645,43 @@ impl KeywordIndex {
         })
     }
 
+    /// Each seed's session neighbours within `radius` on either side, as (seed,
+    /// neighbour) pairs: seeds in the given order (one named twice answers once), each
+    /// seed's earlier neighbours nearest first, then its later ones nearest first. The
+    /// same pairs as the SQL stores' `session_neighbours_of`, from memory; `None` while a
+    /// load is running (ask the SQL store then).
+    pub fn session_neighbours(
+        &self,
+        seeds: &[SessionSeed],
+        radius: usize,
+    ) -> Option<Vec<(MemoryId, MemoryId)>> {
+        if !self.is_ready() {
+            return None;
+        }
+        let inner = match self.inner.read() {
+            Ok(inner) => inner,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut pairs = Vec::new();
+        let mut answered: Vec<&MemoryId> = Vec::with_capacity(seeds.len());
+        for seed in seeds {
+            if radius == 0 || answered.contains(&&seed.id) {
+                continue;
+            }
+            answered.push(&seed.id);
+            let Some(&partition) = inner.agents.get(&seed.agent_id) else {
+                continue;
+            };
+            let found = inner.partitions[partition as usize].session_neighbours(
+                seed.session_id.as_str(),
+                seed.id.as_str(),
+                radius,
+            );
+            pairs.extend(found.into_iter().map(|id| (seed.id.clone(), id)));
+        }
+        Some(pairs)
+    }
+
     /// Memories indexed.
     pub fn len(&self) -> usize {
         match self.inner.read() {
@@ -605,6 +726,7 @@ mod tests {
             vector: Vec::new(),
             occurred_at: Utc.with_ymd_and_hms(2024, 1, day, 12, 0, 0).unwrap(),
             text: text.into(),
+            session_id: None,
         }
     }
 
@@ -790,5 +912,139 @@ mod tests {
         assert!(index.search(&query("alice", "espresso")).is_none());
         assert!(index.finish_load(second));
         assert_eq!(ids(&find(&index, &query("alice", "espresso"))), ["m9"]);
+    }
+    fn in_session(id: &str, agent: &str, session: &str) -> EmbeddingRecord {
+        let mut record = entry(id, agent, false, 1, "turn");
+        record.session_id = Some(SessionId::parse(session).unwrap());
+        record
+    }
+
+    fn seed(agent: &str, id: &str, session: &str) -> SessionSeed {
+        SessionSeed {
+            agent_id: AgentId::parse(agent).unwrap(),
+            id: MemoryId(id.into()),
+            session_id: SessionId::parse(session).unwrap(),
+        }
+    }
+
+    fn pairs(found: Option<Vec<(MemoryId, MemoryId)>>) -> Vec<(String, String)> {
+        found
+            .expect("the index is loaded")
+            .into_iter()
+            .map(|(seed, id)| (seed.0, id.0))
+            .collect()
+    }
+
+    fn pair(seed: &str, id: &str) -> (String, String) {
+        (seed.into(), id.into())
+    }
+
+    #[test]
+    fn session_neighbours_are_the_nearest_by_id_on_each_side_within_the_agents_session() {
+        let index = KeywordIndex::new();
+        index.upsert(&[
+            in_session("m05", "alice", "s1"),
+            in_session("m01", "alice", "s1"),
+            in_session("m03", "alice", "s1"),
+            in_session("m02", "alice", "s2"),
+            in_session("m04", "alice", "s1"),
+            in_session("m07", "alice", "s1"),
+            // Another agent's session of the same name, and a shared memory of theirs.
+            in_session("m06", "bob", "s1"),
+            entry("m08", "bob", true, 1, "turn"),
+            // No session at all.
+            entry("m09", "alice", false, 1, "turn"),
+        ]);
+        assert_eq!(
+            pairs(index.session_neighbours(&[seed("alice", "m04", "s1")], 2)),
+            [
+                pair("m04", "m03"),
+                pair("m04", "m01"),
+                pair("m04", "m05"),
+                pair("m04", "m07")
+            ]
+        );
+        // Radius 1; a seed not filed (say, not indexed yet) still has neighbours; a
+        // seed named twice answers once; an unknown agent or session answers nothing.
+        assert_eq!(
+            pairs(index.session_neighbours(
+                &[
+                    seed("alice", "m06", "s1"),
+                    seed("alice", "m01", "s1"),
+                    seed("alice", "m06", "s1"),
+                    seed("carol", "m01", "s1"),
+                    seed("alice", "m02", "s9"),
+                ],
+                1
+            )),
+            [pair("m06", "m05"), pair("m06", "m07"), pair("m01", "m03")]
+        );
+        assert_eq!(
+            pairs(index.session_neighbours(&[seed("bob", "m06", "s1")], 3)),
+            Vec::<(String, String)>::new(),
+            "bob's session holds only the seed"
+        );
+        assert!(pairs(index.session_neighbours(&[seed("alice", "m04", "s1")], 0)).is_empty());
+    }
+
+    #[test]
+    fn session_order_follows_removals_moves_and_compaction() {
+        let index = KeywordIndex::new();
+        let entries: Vec<EmbeddingRecord> = (0..300)
+            .map(|n| in_session(&format!("m{n:03}"), "alice", "s1"))
+            .collect();
+        index.upsert(&entries);
+        // Enough removals to compact the partition (slots renumbered, ids kept).
+        let removed: Vec<MemoryId> = (1..200)
+            .filter(|n| n % 10 != 0)
+            .map(|n| MemoryId(format!("m{n:03}")))
+            .collect();
+        index.remove(&removed);
+        assert_eq!(
+            pairs(index.session_neighbours(&[seed("alice", "m100", "s1")], 2)),
+            [
+                pair("m100", "m090"),
+                pair("m100", "m080"),
+                pair("m100", "m110"),
+                pair("m100", "m120")
+            ]
+        );
+        // Moved to another session: gone from the old order, filed in the new one.
+        index.upsert(&[in_session("m110", "alice", "s2")]);
+        index.upsert(&[in_session("m500", "alice", "s2")]);
+        assert_eq!(
+            pairs(index.session_neighbours(&[seed("alice", "m100", "s1")], 1)),
+            [pair("m100", "m090"), pair("m100", "m120")]
+        );
+        assert_eq!(
+            pairs(index.session_neighbours(&[seed("alice", "m110", "s2")], 5)),
+            [pair("m110", "m500")]
+        );
+        // The last memory of a session gone: the session is forgotten.
+        index.remove(&[MemoryId("m110".into()), MemoryId("m500".into())]);
+        assert!(pairs(index.session_neighbours(&[seed("alice", "m110", "s2")], 5)).is_empty());
+        let inner = index.inner.read().unwrap();
+        assert_eq!(inner.partitions[0].sessions.len(), 1);
+    }
+
+    #[test]
+    fn session_neighbours_answer_none_while_loading_and_include_the_journaled_changes() {
+        let index = KeywordIndex::new();
+        index.upsert(&[in_session("m1", "alice", "s1")]);
+        let mut load = index.begin_load();
+        assert!(index
+            .session_neighbours(&[seed("alice", "m2", "s1")], 1)
+            .is_none());
+        load.insert(vec![
+            Prepared::of(&in_session("m1", "alice", "s1")),
+            Prepared::of(&in_session("m3", "alice", "s1")),
+        ]);
+        index.upsert(&[in_session("m4", "alice", "s1")]);
+        index.remove(&[MemoryId("m1".into())]);
+        assert!(index.finish_load(load));
+        assert_eq!(
+            pairs(index.session_neighbours(&[seed("alice", "m2", "s1")], 2)),
+            [pair("m2", "m3"), pair("m2", "m4")]
+        );
     }
 }

@@ -220,6 +220,9 @@ pub struct EmbeddingRecord {
     pub occurred_at: DateTime<Utc>,
     /// Its title and content (`keywords::keyword_text`), which the keyword index reads.
     pub text: String,
+    /// Its conversation, if any: the keyword index keeps each session's memories in id
+    /// order so recall's expansion finds a hit's session neighbours without SQL.
+    pub session_id: Option<SessionId>,
 }
 
 impl EmbeddingRecord {
@@ -233,6 +236,7 @@ impl EmbeddingRecord {
             vector,
             occurred_at: memory.occurred_at,
             text: keywords::keyword_text(memory.title.as_deref(), &memory.content),
+            session_id: memory.session_id.clone(),
         }
     }
 }

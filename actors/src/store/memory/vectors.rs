@@ -333,6 +333,7 @@ mod tests {
             vector,
             occurred_at: DateTime::UNIX_EPOCH,
             text: String::new(),
+            session_id: None,
         }
     }
 
