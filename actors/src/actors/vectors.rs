@@ -14,7 +14,7 @@ use super::{injected_fault, Caller, Reply};
 use crate::embedding::Embedder;
 use crate::error::{MemoryError, MemoryResult};
 use crate::model::MemoryId;
-use crate::store::keywords::{KeywordIndex, KeywordLoad, Prepared, SessionSeed};
+use crate::store::keywords::{FiledNeighbours, KeywordIndex, KeywordLoad, Prepared, SessionSeed};
 use crate::store::{EmbeddingRecord, KeywordQuery, VectorIndex, VectorQuery};
 use crate::supervisor::InjectedFault;
 
@@ -40,6 +40,13 @@ pub enum VectorsMsg {
         seeds: Vec<SessionSeed>,
         radius: usize,
         reply: Reply<Option<Vec<(MemoryId, MemoryId)>>>,
+    },
+    /// Session neighbours of seeds named by id, each in the session it is filed under
+    /// (`None` while the keyword index loads).
+    FiledSessionNeighbours {
+        ids: Vec<MemoryId>,
+        radius: usize,
+        reply: Reply<Option<FiledNeighbours>>,
     },
     /// Add or replace index entries.
     Upsert {
@@ -628,6 +635,9 @@ impl Actor for VectorsActor {
                 // A few ordered-set lookups: answered in the mailbox's turn, like Similarity.
                 let _ = reply.send(Ok(state.keywords.session_neighbours(&seeds, radius)));
             }
+            VectorsMsg::FiledSessionNeighbours { ids, radius, reply } => {
+                let _ = reply.send(Ok(state.keywords.filed_session_neighbours(&ids, radius)));
+            }
             VectorsMsg::Upsert { entries, reply } => {
                 state.index.upsert(&entries);
                 state.keywords.upsert(&entries);
@@ -799,6 +809,22 @@ impl VectorsHandle {
         self.caller
             .ask(|reply| VectorsMsg::SessionNeighbours {
                 seeds: seeds.clone(),
+                radius,
+                reply,
+            })
+            .await
+    }
+    /// Session neighbours of seeds named by id alone, with the session each is filed
+    /// under (`KeywordIndex::filed_session_neighbours`); `None` while the keyword index
+    /// loads.
+    pub async fn filed_session_neighbours(
+        &self,
+        ids: &[MemoryId],
+        radius: usize,
+    ) -> MemoryResult<Option<FiledNeighbours>> {
+        self.caller
+            .ask(|reply| VectorsMsg::FiledSessionNeighbours {
+                ids: ids.to_vec(),
                 radius,
                 reply,
             })

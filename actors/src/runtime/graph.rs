@@ -261,4 +261,32 @@ impl Runtime {
         };
         (links, source)
     }
+
+    /// [`Self::neighbours`] of seeds named by id alone, before they are read: each in
+    /// the session the vector actor's session order files it under, which comes back
+    /// per seed (to be checked against the seeds once read). `None` while that order
+    /// loads.
+    pub(super) async fn neighbours_by_id(
+        &self,
+        agent: &AgentId,
+        ids: &[MemoryId],
+        radius: usize,
+    ) -> (
+        MemoryResult<Option<(Vec<NeighbourLink>, Vec<Option<String>>)>>,
+        ReadSource,
+    ) {
+        let ((edges, source), in_session) = tokio::join!(
+            self.links_around(agent, ids, 200),
+            self.actors().vectors.filed_session_neighbours(ids, radius),
+        );
+        let links = match (edges, in_session) {
+            (Ok(edges), Ok(Some(filed))) => Ok(Some((
+                neighbour_links(ids, &edges, filed.pairs),
+                filed.sessions,
+            ))),
+            (Ok(_), Ok(None)) => Ok(None),
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        };
+        (links, source)
+    }
 }

@@ -141,9 +141,11 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, f64) {
 struct Timings {
     /// Neighbour expansion, all of it.
     expand: f64,
-    /// Expansion's first part: the seeds' graph links and session neighbours.
+    /// Expansion's first part: the seeds' graph links and session neighbours (beside
+    /// `fetch` when gathered early, so not part of `expand` then).
     expand_links: f64,
-    /// Expansion's second part: reading the memories it adds, and their similarity.
+    /// Expansion's second part: reading the memories it adds, and their similarity
+    /// (likewise).
     expand_fetch: f64,
     /// Filtering, re-ranking and cutting the candidates.
     rank: f64,
@@ -201,6 +203,9 @@ struct Plan<'a> {
     asked_words: HashSet<String>,
     /// Similarity compares the topic without the named speakers.
     strips_speakers: bool,
+    /// The question names a speaker known from the agent's memories: the speaker boost
+    /// will likely reorder the best hits, so the expansion is not gathered early.
+    names_speakers: bool,
     /// What the question's vector is embedded from.
     embedded_text: String,
     /// The period of the time retriever: the request's range, else the hinted one.
@@ -233,6 +238,9 @@ struct Scored {
     similarity: HashMap<MemoryId, f64>,
     /// The question's vector the similarities were scored with.
     query_vector: Vec<f32>,
+    /// The expansion gathered beside the read-back from the best hits before any
+    /// speaker boost (used when they turn out to be the seeds; see [`expand`]).
+    early: Option<Gathered>,
 }
 
 /// Recall (see the module documentation).
@@ -261,8 +269,7 @@ pub(super) async fn recall(rt: &Runtime, input: RecallInput) -> MemoryResult<Rec
         scored.similarity.values().copied().fold(0.0, f64::max)
     };
     boost_attributed(rt, &plan, &mut scored);
-    let settings = rt.inner.config.recall;
-    if settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !scored.fused.is_empty() {
+    if expands(rt, &scored.fused) {
         let started_expansion = Instant::now();
         sources.push(expand(rt, &plan, &mut scored, best_similarity, &mut timings).await?);
         timings.expand = started_expansion.elapsed().as_secs_f64() * 1000.0;
@@ -316,8 +323,12 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
     let settings = rt.inner.config.recall;
     let strips_speakers = settings.speaker_boost > 0.0 && settings.topic_without_speakers;
     let asked_words = query_words(&input.query);
+    let named = if settings.speaker_boost > 0.0 {
+        rt.inner.speakers.named(&input.agent_id, &asked_words)
+    } else {
+        Vec::new()
+    };
     let topic_text = if strips_speakers {
-        let named = rt.inner.speakers.named(&input.agent_id, &asked_words);
         let named: Vec<&str> = named.iter().map(String::as_str).collect();
         without_speakers(&search_text, &named)
     } else {
@@ -338,6 +349,7 @@ async fn plan<'a>(rt: &Runtime, input: &'a RecallInput) -> MemoryResult<Plan<'a>
         search_text,
         asked_words,
         strips_speakers,
+        names_speakers: !named.is_empty(),
         embedded_text,
         time_window,
         fetch: fetch_depth(limit, filtered),
@@ -681,7 +693,11 @@ async fn score(
     fused.truncate(plan.fetch);
     let ids: Vec<MemoryId> = fused.iter().map(|h| h.id.clone()).collect();
     let episodic = &rt.actors().episodic;
-    let (memories, fetch_ms) = timed(episodic.get_many(&ids)).await;
+    // The expansion's reads need only the seeds' ids: they run beside the read-back.
+    let ((memories, fetch_ms), mut early) = tokio::join!(
+        timed(episodic.get_many(&ids)),
+        gather_early(rt, plan, &fused, &query_vector),
+    );
     timings.fetch = fetch_ms;
     let mut memories = memories?;
     rt.inner
@@ -707,6 +723,8 @@ async fn score(
             .await;
             timings.similarity += took;
             (query_vector, similarity) = rescored?;
+            // Scored again: other candidates, another vector; gather again if expanding.
+            early = None;
             fused = score_fusion(lists, &similarity);
             fused.truncate(plan.fetch);
             let known: HashSet<&MemoryId> = memories.iter().map(|m| &m.id).collect();
@@ -727,6 +745,111 @@ async fn score(
         memories,
         similarity,
         query_vector,
+        early,
+    })
+}
+
+/// Whether recall spreads relevance to neighbours at all (and has hits to spread from).
+fn expands(rt: &Runtime, fused: &[FusedHit]) -> bool {
+    let settings = rt.inner.config.recall;
+    settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !fused.is_empty()
+}
+
+/// The expansion's reads for one list of seeds: their links, the memories those add
+/// and their similarity.
+struct Gathered {
+    /// The seeds, strongest first.
+    seeds: Vec<MemoryId>,
+    /// Gathered early (by id): each seed's session as the links were found with.
+    filed_sessions: Option<Vec<Option<String>>>,
+    /// Seed → neighbour links.
+    links: Vec<NeighbourLink>,
+    /// What served the graph read.
+    source: ReadSource,
+    /// The neighbours that were not candidates yet, read.
+    added_memories: Vec<Memory>,
+    /// Their similarity to the question.
+    added_similarity: HashMap<MemoryId, f64>,
+    /// Milliseconds reading the links.
+    links_ms: f64,
+    /// Milliseconds reading what they add.
+    fetch_ms: f64,
+}
+
+impl Gathered {
+    /// True when it was gathered for exactly `seeds`, each in the session it is in.
+    fn serves(&self, seeds: &[Memory]) -> bool {
+        let Some(sessions) = &self.filed_sessions else {
+            return false;
+        };
+        self.seeds.len() == seeds.len()
+            && sessions.len() == seeds.len()
+            && seeds.iter().zip(&self.seeds).all(|(m, id)| m.id == *id)
+            && seeds
+                .iter()
+                .zip(sessions)
+                .all(|(m, filed)| m.session_id.as_ref().map(|s| s.as_str()) == filed.as_deref())
+    }
+}
+
+/// Read the neighbours `links` add to the candidates `known`, with their similarity.
+async fn read_added(
+    rt: &Runtime,
+    links: &[NeighbourLink],
+    known: &HashSet<&MemoryId>,
+    query_vector: &[f32],
+) -> MemoryResult<(Vec<Memory>, HashMap<MemoryId, f64>)> {
+    let mut added: Vec<MemoryId> = links
+        .iter()
+        .map(|l| l.neighbour.clone())
+        .filter(|id| !known.contains(id))
+        .collect();
+    added.sort();
+    added.dedup();
+    let (memories, similarity) = tokio::join!(rt.actors().episodic.get_many(&added), async {
+        if rt.inner.config.recall.vector_weight > 0.0 {
+            rt.similarity(query_vector, &added).await
+        } else {
+            Ok(HashMap::new())
+        }
+    });
+    Ok((memories?, similarity?))
+}
+
+/// The expansion of the best hits before they are read back and boosted (by id, from
+/// the in-process session order), or `None` when that order is loading, recall does not
+/// expand, the question names a known speaker (the boost would pick other seeds) or a
+/// read failed (the expansion then gathers after the read-back, as usual).
+async fn gather_early(
+    rt: &Runtime,
+    plan: &Plan<'_>,
+    fused: &[FusedHit],
+    query_vector: &[f32],
+) -> Option<Gathered> {
+    if !expands(rt, fused) || plan.names_speakers {
+        return None;
+    }
+    let settings = rt.inner.config.recall;
+    let seeds: Vec<MemoryId> = fused
+        .iter()
+        .take(settings.expansion_seeds)
+        .map(|h| h.id.clone())
+        .collect();
+    let ((found, source), links_ms) =
+        timed(rt.neighbours_by_id(&plan.input.agent_id, &seeds, settings.session_radius)).await;
+    let (links, filed_sessions) = found.ok().flatten()?;
+    let known: HashSet<&MemoryId> = fused.iter().map(|h| &h.id).collect();
+    let (added, fetch_ms) = timed(read_added(rt, &links, &known, query_vector)).await;
+    let (added_memories, added_similarity) = added.ok()?;
+    Some(Gathered {
+        seeds,
+        filed_sessions: Some(filed_sessions),
+        links,
+        source,
+        added_memories,
+        added_similarity,
+        links_ms,
+        fetch_ms,
     })
 }
 
@@ -775,31 +898,39 @@ async fn expand(
         .take(settings.expansion_seeds)
         .filter_map(|h| scored.memories.iter().find(|m| m.id == h.id).cloned())
         .collect();
-    let ((links, graph_source), links_ms) =
-        timed(rt.neighbours(&plan.input.agent_id, &seeds, settings.session_radius)).await;
-    timings.expand_links = links_ms;
-    let links: Vec<NeighbourLink> = links?;
-    let known: HashSet<MemoryId> = scored.fused.iter().map(|h| h.id.clone()).collect();
-    let mut added: Vec<MemoryId> = links
-        .iter()
-        .map(|l| l.neighbour.clone())
-        .filter(|id| !known.contains(id))
-        .collect();
-    added.sort();
-    added.dedup();
-    let ((added_memories, added_similarity), fetch_ms) = timed(async {
-        tokio::join!(rt.actors().episodic.get_many(&added), async {
-            if settings.vector_weight > 0.0 {
-                rt.similarity(&scored.query_vector, &added).await
-            } else {
-                Ok(HashMap::new())
+    // Gathered beside the read-back when the seeds are what it assumed (no boost moved
+    // a hit, each seed in the session it is filed under); else gathered now.
+    let gathered = match scored.early.take().filter(|early| early.serves(&seeds)) {
+        Some(early) => early,
+        None => {
+            let ((links, source), links_ms) =
+                timed(rt.neighbours(&plan.input.agent_id, &seeds, settings.session_radius)).await;
+            let links: Vec<NeighbourLink> = links?;
+            let known: HashSet<&MemoryId> = scored.fused.iter().map(|h| &h.id).collect();
+            let (added, fetch_ms) =
+                timed(read_added(rt, &links, &known, &scored.query_vector)).await;
+            let (added_memories, added_similarity) = added?;
+            Gathered {
+                seeds: seeds.iter().map(|m| m.id.clone()).collect(),
+                filed_sessions: None,
+                links,
+                source,
+                added_memories,
+                added_similarity,
+                links_ms,
+                fetch_ms,
             }
-        })
-    })
-    .await;
-    timings.expand_fetch = fetch_ms;
-    let added_memories = added_memories?;
-    let added_similarity = added_similarity?;
+        }
+    };
+    timings.expand_links = gathered.links_ms;
+    timings.expand_fetch = gathered.fetch_ms;
+    let Gathered {
+        links,
+        source: graph_source,
+        added_memories,
+        added_similarity,
+        ..
+    } = gathered;
     // A memory the expansion adds scores on its own by its similarity alone.
     let mut scores: HashMap<MemoryId, f64> = scored
         .fused

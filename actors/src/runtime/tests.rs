@@ -281,6 +281,113 @@ async fn similarity_compares_the_topic_without_the_named_speaker() {
     restarted.shutdown().await.unwrap();
 }
 
+/// The contents recall returns for a question naming Alice, with only keyword search
+/// and one seed's session neighbours (turns that share no word with the question), the
+/// speaker boost as given; after a restart (`restart`), when the speakers are not
+/// known yet and recall gathers the expansion early, or without one.
+async fn expanded_contents(speaker_boost: f64, restart: bool) -> Vec<String> {
+    let mut settings = config();
+    settings.recall.vector_weight = 0.0;
+    settings.recall.entity_weight = 0.0;
+    settings.recall.feedback_weight = 0.0;
+    settings.recall.expansion_seeds = 1;
+    settings.recall.session_radius = 1;
+    settings.recall.speaker_boost = speaker_boost;
+    let parts = RuntimeParts::in_memory();
+    let mut runtime = Runtime::start(parts.clone(), settings.clone())
+        .await
+        .unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    let mut turns = vec![
+        (
+            "s1",
+            "Bob: the grinder burrs, the grinder burrs, cleaning grinder burrs",
+        ),
+        ("s1", "sure, Thursday then"),
+        ("s2", "Alice: burrs"),
+        ("s2", "I ordered a replacement set"),
+    ];
+    let fillers = [
+        "Carol: lunch at noon",
+        "Carol: the train was late",
+        "Dave: the tests are green",
+        "Dave: deploy after standup",
+    ];
+    for filler in fillers {
+        turns.push(("s3", filler));
+    }
+    for (session, content) in turns {
+        runtime
+            .remember(
+                &agent,
+                RememberInput {
+                    content: content.into(),
+                    session_id: Some(SessionId::parse(session).unwrap()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+    }
+    if restart {
+        runtime.shutdown().await.unwrap();
+        runtime = Runtime::start(parts, settings).await.unwrap();
+        // The session order is back once the keyword index has loaded.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while runtime
+            .actors()
+            .vectors
+            .status()
+            .await
+            .map(|s| s.keyword_memories)
+            != Some(8)
+        {
+            assert!(Instant::now() < deadline, "the keyword index did not load");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let found = runtime
+        .recall(RecallInput::new(
+            agent.clone(),
+            "What did Alice say about the grinder burrs?",
+        ))
+        .await
+        .unwrap();
+    runtime.shutdown().await.unwrap();
+    found.hits.into_iter().map(|h| h.memory.content).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expansion_follows_the_seed_the_speaker_boost_chose() {
+    for restart in [false, true] {
+        // Without the boost Bob's turn is the best hit and seeds the expansion (which
+        // recall gathers beside the read-back, by id)...
+        let plain = expanded_contents(0.0, restart).await;
+        assert!(plain[0].starts_with("Bob: the grinder"), "{plain:?}");
+        assert!(
+            plain.iter().any(|c| c == "sure, Thursday then"),
+            "{plain:?}"
+        );
+        assert!(
+            !plain.iter().any(|c| c.contains("replacement")),
+            "{plain:?}"
+        );
+        // ...with it Alice's is, and the expansion follows Alice's turn instead: not
+        // gathered early when Alice is a known speaker; gathered early for Bob's turn
+        // after a restart (nobody is known yet), then gathered again.
+        let boosted = expanded_contents(3.0, restart).await;
+        assert_eq!(boosted[0], "Alice: burrs", "{boosted:?}");
+        assert!(
+            boosted.iter().any(|c| c == "I ordered a replacement set"),
+            "{boosted:?}"
+        );
+        assert!(
+            !boosted.iter().any(|c| c.contains("Thursday")),
+            "{boosted:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_identical_writes_store_one_memory() {
     let runtime = Runtime::start(RuntimeParts::in_memory(), config())

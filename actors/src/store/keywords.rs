@@ -494,6 +494,16 @@ impl SessionSeed {
     }
 }
 
+/// Session neighbours of seeds named by id ([`KeywordIndex::filed_session_neighbours`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FiledNeighbours {
+    /// (seed, neighbour) pairs, as [`KeywordIndex::session_neighbours`] answers them.
+    pub pairs: Vec<(MemoryId, MemoryId)>,
+    /// Each seed's session as filed, in the order of the seeds (`None`: not filed, or
+    /// in no session).
+    pub sessions: Vec<Option<String>>,
+}
+
 /// A change that reached the index while a load was running, replayed onto the loaded
 /// postings before they replace the live ones.
 #[derive(Debug)]
@@ -680,6 +690,46 @@ impl KeywordIndex {
             pairs.extend(found.into_iter().map(|id| (seed.id.clone(), id)));
         }
         Some(pairs)
+    }
+
+    /// [`Self::session_neighbours`] of seeds named by id alone, each in the session it
+    /// is filed under in its owner's partition, with that session per seed (`None`: not
+    /// filed, or in no session) so that the caller can check it against the seeds once
+    /// read. Lets recall gather its expansion before its candidates are read back.
+    /// `None` while a load is running.
+    pub fn filed_session_neighbours(
+        &self,
+        ids: &[MemoryId],
+        radius: usize,
+    ) -> Option<FiledNeighbours> {
+        if !self.is_ready() {
+            return None;
+        }
+        let inner = match self.inner.read() {
+            Ok(inner) => inner,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut found = FiledNeighbours::default();
+        for (index, id) in ids.iter().enumerate() {
+            let filed = inner.places.get(id.as_str()).and_then(|place| {
+                let partition = &inner.partitions[place.partition as usize];
+                let doc = partition.docs.get(place.slot as usize)?.as_ref()?;
+                Some((partition, doc.session.clone()?))
+            });
+            let Some((partition, session)) = filed else {
+                found.sessions.push(None);
+                continue;
+            };
+            found.sessions.push(Some(session.to_string()));
+            if radius == 0 || ids[..index].contains(id) {
+                continue;
+            }
+            let neighbours = partition.session_neighbours(&session, id.as_str(), radius);
+            found
+                .pairs
+                .extend(neighbours.into_iter().map(|n| (id.clone(), n)));
+        }
+        Some(found)
     }
 
     /// Memories indexed.
@@ -985,6 +1035,62 @@ mod tests {
             "bob's session holds only the seed"
         );
         assert!(pairs(index.session_neighbours(&[seed("alice", "m04", "s1")], 0)).is_empty());
+    }
+
+    #[test]
+    fn seeds_named_by_id_are_looked_up_in_the_session_they_are_filed_under() {
+        let index = KeywordIndex::new();
+        index.upsert(&[
+            in_session("m1", "alice", "s1"),
+            in_session("m2", "alice", "s1"),
+            in_session("m3", "alice", "s1"),
+            in_session("m4", "bob", "s1"),
+            in_session("m5", "bob", "s1"),
+            entry("m6", "alice", false, 1, "turn"),
+        ]);
+        let ids: Vec<MemoryId> = ["m2", "m5", "m6", "unknown", "m2"]
+            .iter()
+            .map(|id| MemoryId((*id).into()))
+            .collect();
+        let found = index.filed_session_neighbours(&ids, 1).expect("loaded");
+        // Each seed in its owner's session; a seed named twice answers once.
+        assert_eq!(
+            pairs(Some(found.pairs)),
+            [pair("m2", "m1"), pair("m2", "m3"), pair("m5", "m4")]
+        );
+        assert_eq!(
+            found.sessions,
+            [
+                Some("s1".to_string()),
+                Some("s1".to_string()),
+                None,
+                None,
+                Some("s1".to_string())
+            ]
+        );
+        // The same pairs as seeds that carry their session.
+        assert_eq!(
+            index.session_neighbours(&[seed("alice", "m2", "s1"), seed("bob", "m5", "s1")], 1),
+            Some(pairs_of(&[("m2", "m1"), ("m2", "m3"), ("m5", "m4")]))
+        );
+        let mut load = index.begin_load();
+        assert!(index.filed_session_neighbours(&ids, 1).is_none());
+        load.insert(Vec::new());
+        assert!(index.finish_load(load));
+        assert_eq!(
+            index.filed_session_neighbours(&ids[..1], 1),
+            Some(FiledNeighbours {
+                pairs: Vec::new(),
+                sessions: vec![None]
+            })
+        );
+    }
+
+    fn pairs_of(expected: &[(&str, &str)]) -> Vec<(MemoryId, MemoryId)> {
+        expected
+            .iter()
+            .map(|(seed, id)| (MemoryId((*seed).into()), MemoryId((*id).into())))
+            .collect()
     }
 
     #[test]
