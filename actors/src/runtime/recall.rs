@@ -755,9 +755,8 @@ fn expands(rt: &Runtime, fused: &[FusedHit]) -> bool {
     settings.neighbour_weight > 0.0 && settings.expansion_seeds > 0 && !fused.is_empty()
 }
 
-/// The expansion's reads for one list of seeds: their links, the memories those add
-/// and their similarity.
-struct Gathered {
+/// The seeds' links: the expansion's first read.
+struct Linked {
     /// The seeds, strongest first.
     seeds: Vec<MemoryId>,
     /// Gathered early (by id): each seed's session as the links were found with.
@@ -766,12 +765,19 @@ struct Gathered {
     links: Vec<NeighbourLink>,
     /// What served the graph read.
     source: ReadSource,
+    /// Milliseconds reading the links.
+    links_ms: f64,
+}
+
+/// The expansion's reads for one list of seeds: their links, the memories those add
+/// and their similarity.
+struct Gathered {
+    /// The seeds' links.
+    linked: Linked,
     /// The neighbours that were not candidates yet, read.
     added_memories: Vec<Memory>,
     /// Their similarity to the question.
     added_similarity: HashMap<MemoryId, f64>,
-    /// Milliseconds reading the links.
-    links_ms: f64,
     /// Milliseconds reading what they add.
     fetch_ms: f64,
 }
@@ -779,12 +785,17 @@ struct Gathered {
 impl Gathered {
     /// True when it was gathered for exactly `seeds`, each in the session it is in.
     fn serves(&self, seeds: &[Memory]) -> bool {
-        let Some(sessions) = &self.filed_sessions else {
+        let Linked {
+            seeds: ids,
+            filed_sessions: Some(sessions),
+            ..
+        } = &self.linked
+        else {
             return false;
         };
-        self.seeds.len() == seeds.len()
+        ids.len() == seeds.len()
             && sessions.len() == seeds.len()
-            && seeds.iter().zip(&self.seeds).all(|(m, id)| m.id == *id)
+            && seeds.iter().zip(ids).all(|(m, id)| m.id == *id)
             && seeds
                 .iter()
                 .zip(sessions)
@@ -792,14 +803,17 @@ impl Gathered {
     }
 }
 
-/// Read the neighbours `links` add to the candidates `known`, with their similarity.
+/// Read the neighbours `linked` adds to the candidates `fused`, with their similarity.
 async fn read_added(
     rt: &Runtime,
-    links: &[NeighbourLink],
-    known: &HashSet<&MemoryId>,
+    linked: Linked,
+    fused: &[FusedHit],
     query_vector: &[f32],
-) -> MemoryResult<(Vec<Memory>, HashMap<MemoryId, f64>)> {
-    let mut added: Vec<MemoryId> = links
+) -> MemoryResult<Gathered> {
+    let started = Instant::now();
+    let known: HashSet<&MemoryId> = fused.iter().map(|h| &h.id).collect();
+    let mut added: Vec<MemoryId> = linked
+        .links
         .iter()
         .map(|l| l.neighbour.clone())
         .filter(|id| !known.contains(id))
@@ -813,7 +827,12 @@ async fn read_added(
             Ok(HashMap::new())
         }
     });
-    Ok((memories?, similarity?))
+    Ok(Gathered {
+        linked,
+        added_memories: memories?,
+        added_similarity: similarity?,
+        fetch_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
 }
 
 /// The expansion of the best hits before they are read back and boosted (by id, from
@@ -838,19 +857,14 @@ async fn gather_early(
     let ((found, source), links_ms) =
         timed(rt.neighbours_by_id(&plan.input.agent_id, &seeds, settings.session_radius)).await;
     let (links, filed_sessions) = found.ok().flatten()?;
-    let known: HashSet<&MemoryId> = fused.iter().map(|h| &h.id).collect();
-    let (added, fetch_ms) = timed(read_added(rt, &links, &known, query_vector)).await;
-    let (added_memories, added_similarity) = added.ok()?;
-    Some(Gathered {
+    let linked = Linked {
         seeds,
         filed_sessions: Some(filed_sessions),
         links,
         source,
-        added_memories,
-        added_similarity,
         links_ms,
-        fetch_ms,
-    })
+    };
+    read_added(rt, linked, fused, query_vector).await.ok()
 }
 
 /// A memory attributed to someone the question names ("what did Alice say …").
@@ -905,28 +919,25 @@ async fn expand(
         None => {
             let ((links, source), links_ms) =
                 timed(rt.neighbours(&plan.input.agent_id, &seeds, settings.session_radius)).await;
-            let links: Vec<NeighbourLink> = links?;
-            let known: HashSet<&MemoryId> = scored.fused.iter().map(|h| &h.id).collect();
-            let (added, fetch_ms) =
-                timed(read_added(rt, &links, &known, &scored.query_vector)).await;
-            let (added_memories, added_similarity) = added?;
-            Gathered {
+            let linked = Linked {
                 seeds: seeds.iter().map(|m| m.id.clone()).collect(),
                 filed_sessions: None,
-                links,
+                links: links?,
                 source,
-                added_memories,
-                added_similarity,
                 links_ms,
-                fetch_ms,
-            }
+            };
+            read_added(rt, linked, &scored.fused, &scored.query_vector).await?
         }
     };
-    timings.expand_links = gathered.links_ms;
+    timings.expand_links = gathered.linked.links_ms;
     timings.expand_fetch = gathered.fetch_ms;
     let Gathered {
-        links,
-        source: graph_source,
+        linked:
+            Linked {
+                links,
+                source: graph_source,
+                ..
+            },
         added_memories,
         added_similarity,
         ..

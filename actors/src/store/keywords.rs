@@ -668,10 +668,7 @@ impl KeywordIndex {
         if !self.is_ready() {
             return None;
         }
-        let inner = match self.inner.read() {
-            Ok(inner) => inner,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let inner = self.read();
         let mut pairs = Vec::new();
         let mut answered: Vec<&MemoryId> = Vec::with_capacity(seeds.len());
         for seed in seeds {
@@ -705,10 +702,7 @@ impl KeywordIndex {
         if !self.is_ready() {
             return None;
         }
-        let inner = match self.inner.read() {
-            Ok(inner) => inner,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let inner = self.read();
         let mut found = FiledNeighbours::default();
         for (index, id) in ids.iter().enumerate() {
             let filed = inner.places.get(id.as_str()).and_then(|place| {
@@ -734,10 +728,7 @@ impl KeywordIndex {
 
     /// Memories indexed.
     pub fn len(&self) -> usize {
-        match self.inner.read() {
-            Ok(inner) => inner.places.len(),
-            Err(poisoned) => poisoned.into_inner().places.len(),
-        }
+        self.read().places.len()
     }
 
     /// True when nothing is indexed.
@@ -748,6 +739,13 @@ impl KeywordIndex {
     fn journal(&self) -> std::sync::MutexGuard<'_, Option<Vec<Change>>> {
         match self.journal.lock() {
             Ok(journal) => journal,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        match self.inner.read() {
+            Ok(inner) => inner,
             Err(poisoned) => poisoned.into_inner(),
         }
     }
