@@ -144,11 +144,13 @@ pub fn embedding_record(row: &impl Columns) -> MemoryResult<EmbeddingRecord> {
             row.optional_text("title")?.as_deref(),
             &row.text("content")?,
         ),
-        // Only recall's session order reads it: a malformed stored session id leaves
-        // the memory out of that order instead of failing the whole index's rebuild.
+        // Read as `memory` reads it: a malformed one makes the row unreadable, which the
+        // rebuild's pages skip and `/health` reports, like any other bad column.
         session_id: row
             .optional_text("session_id")?
-            .and_then(|raw| SessionId::parse(&raw).ok()),
+            .as_deref()
+            .map(SessionId::parse)
+            .transpose()?,
     })
 }
 

@@ -211,3 +211,74 @@ async fn a_poisoned_row_never_breaks_reads_and_the_doctor_repairs_it() {
     assert_eq!(health["backends"]["store"]["state"], "up", "{health}");
     app.stop().await;
 }
+
+/// Give memory `id` a session id no version would write (a hand edit).
+async fn mangle_session(data_dir: &std::path::Path, id: &str) {
+    use sqlx::Connection;
+    match crate::helpers::postgres_test_url(data_dir) {
+        Some(url) => {
+            let mut pg = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query("UPDATE memories SET session_id = 'not a session!' WHERE id = $1")
+                .bind(id)
+                .execute(&mut pg)
+                .await
+                .unwrap();
+        }
+        None => {
+            let database = data_dir.join("mnemos.db");
+            let mut sqlite =
+                sqlx::SqliteConnection::connect(&format!("sqlite://{}", database.display()))
+                    .await
+                    .unwrap();
+            sqlx::query("UPDATE memories SET session_id = 'not a session!' WHERE id = ?")
+                .bind(id)
+                .execute(&mut sqlite)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A malformed stored session id (read since the indexes keep each session's order)
+/// makes only its row unreadable: after a restart the indexes rebuild without it,
+/// `/health` names it, and the other turns of the session are recalled.
+#[tokio::test]
+async fn a_malformed_stored_session_id_never_breaks_the_index_rebuild() {
+    let app = spawn_app().await;
+    let mut turns = Vec::new();
+    for content in [
+        "Carol set the staging port to 5433",
+        "then she restarted the proxy",
+        "and the health check turned green",
+    ] {
+        let stored = app
+            .remember("carol", content, json!({"session_id": "s1"}))
+            .await;
+        turns.push(stored["memory"]["id"].as_str().unwrap().to_string());
+    }
+    mangle_session(&app.data_dir, &turns[1]).await;
+    let temp = app.stop().await;
+    let dir = temp.as_ref().unwrap().path().to_path_buf();
+    let app = spawn_with(test_settings(&dir), temp).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let health = assert_status(app.get("/health").await, StatusCode::OK).await;
+        let vectors = &health["backends"]["vectors"];
+        if vectors["indexed"] == 2 && vectors["keyword_indexed"] == 2 {
+            let store = &health["backends"]["store"];
+            assert_eq!(store["unreadable"][0]["id"], turns[1].as_str(), "{health}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the indexes did not rebuild: {health}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let recalled = app.recall("carol", "staging port", json!({})).await;
+    let found = ids(&recalled, "results");
+    assert_eq!(found.first(), Some(&turns[0]), "{recalled}");
+    assert!(found.contains(&turns[2]), "{recalled}");
+    assert!(!found.contains(&turns[1]), "{recalled}");
+    app.stop().await;
+}
