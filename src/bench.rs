@@ -81,6 +81,8 @@ pub struct BenchReport {
     pub during_sleep: DuringSleepFigures,
     /// Peak resident set size of the process, MiB.
     pub peak_rss_mib: f64,
+    /// Memory phase by phase, in run order: where the peak happens.
+    pub memory_by_phase: Vec<PhaseMemory>,
     /// Backends the run used (store, working memory, graph projection).
     pub backends: String,
     /// Projection lag (age of the oldest unapplied outbox entry) sampled every 50 writes
@@ -98,6 +100,54 @@ pub struct BenchReport {
     pub auth: AuthFigures,
     /// What the web console's pages cost the server on this store.
     pub console: ConsoleFigures,
+}
+
+/// The process's memory over one phase of the run (see [`BenchReport::memory_by_phase`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseMemory {
+    /// Which phase.
+    pub phase: &'static str,
+    /// Peak RSS during the phase (the kernel's high-water mark, reset as it began), MiB.
+    pub peak_rss_mib: f64,
+    /// RSS as it ended, MiB.
+    pub rss_mib: f64,
+}
+
+/// Reads the process's memory at phase boundaries (Linux; zeros elsewhere).
+struct MemoryMeter {
+    /// Finished phases.
+    phases: Vec<PhaseMemory>,
+}
+
+impl MemoryMeter {
+    /// Start metering: the high-water mark restarts now.
+    fn start() -> Self {
+        reset_peak_rss();
+        Self { phases: Vec::new() }
+    }
+
+    /// Close `phase`: read its peak and the memory now, then restart the high-water mark.
+    fn phase(&mut self, phase: &'static str) {
+        self.phases.push(PhaseMemory {
+            phase,
+            peak_rss_mib: peak_rss_mib(),
+            rss_mib: status_mib("VmRSS:"),
+        });
+        reset_peak_rss();
+    }
+
+    /// The highest phase peak (the whole run's peak RSS).
+    fn peak_mib(&self) -> f64 {
+        self.phases
+            .iter()
+            .map(|p| p.peak_rss_mib)
+            .fold(peak_rss_mib(), f64::max)
+    }
+}
+
+/// Restart the kernel's RSS high-water mark (`VmHWM`) of this process.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Remembering while the sleep cycle runs (see [`BenchReport::during_sleep`]).
@@ -226,13 +276,14 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Peak RSS from /proc (0 where unavailable).
 pub fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// One kB figure of /proc/self/status, in MiB (0 where unavailable).
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(str::to_string)
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_string))
         .and_then(|l| {
             l.split_whitespace()
                 .nth(1)
@@ -296,6 +347,12 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> anyhow::Result<()> {
         during.remembers
     );
     println!("| peak RSS | {:.0} MiB |", report.peak_rss_mib);
+    for phase in &report.memory_by_phase {
+        println!(
+            "| RSS over {}: peak / at its end | {:.0} / {:.0} MiB |",
+            phase.phase, phase.peak_rss_mib, phase.rss_mib
+        );
+    }
     println!("| backends | {} |", report.backends);
     let auth = &report.auth;
     println!(
@@ -406,8 +463,11 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
     );
     let agents = bench_agents("bench-agent", args.agents)?;
     let mut text = TextGenerator::new(42);
+    let mut meter = MemoryMeter::start();
+    meter.phase("open");
 
     let batch_time = load_batches(&runtime, &agents, &mut text, args).await?;
+    meter.phase("batch load");
     let has_projections = !runtime
         .projection_status()
         .await
@@ -419,12 +479,17 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         None
     };
     let mut single = single_remembers(&runtime, &agents, &mut text, args, has_projections).await?;
+    meter.phase("single remembers");
     let mut recall = recalls(&runtime, &agents, &mut text, args).await?;
+    meter.phase("recalls");
     let console = console_reads(&runtime, &agents, &mut text, args.queries.clamp(1, 200)).await?;
     let embedder = services.embedder_model().await;
     services.close().await?;
-    let restart = restart_and_sleep(settings, args).await?;
+    drop(runtime);
+    meter.phase("console reads, close");
+    let restart = restart_and_sleep(settings, args, &mut meter).await?;
     let auth = auth_overhead(settings, args.queries.min(1000)).await?;
+    meter.phase("HTTP servers");
     let extraction = extraction_cost();
 
     single.lag_samples.sort_by(f64::total_cmp);
@@ -447,7 +512,8 @@ async fn measure_in(settings: &Settings, args: &BenchArgs) -> anyhow::Result<Ben
         sleep_cycle_processed: restart.processed,
         sleep_cycle_consolidated: restart.consolidated,
         during_sleep: restart.during_sleep,
-        peak_rss_mib: peak_rss_mib(),
+        peak_rss_mib: meter.peak_mib(),
+        memory_by_phase: meter.phases,
         backends: format!(
             "store {}, working {}, graph {}",
             settings.storage.backend, settings.working.backend, settings.graph.backend
@@ -826,10 +892,12 @@ async fn recalls(
 async fn restart_and_sleep(
     settings: &Settings,
     args: &BenchArgs,
+    meter: &mut MemoryMeter,
 ) -> anyhow::Result<RestartFigures> {
     let started = Instant::now();
     let reopened = Services::open_for_command(settings).await?;
     let ready = started.elapsed();
+    meter.phase("restart");
     let indexed = reopened
         .runtime
         .health()
@@ -855,7 +923,8 @@ async fn restart_and_sleep(
         .map_err(failed)?
         .unwrap_or_default();
     let sleep_cycle = started.elapsed();
-    let during_sleep = remember_during_sleep(&reopened.runtime, args).await?;
+    meter.phase("sleep cycle");
+    let during_sleep = remember_during_sleep(&reopened.runtime, args, meter).await?;
     reopened.close().await?;
     Ok(RestartFigures {
         ready,
@@ -873,6 +942,7 @@ async fn restart_and_sleep(
 async fn remember_during_sleep(
     runtime: &Runtime,
     args: &BenchArgs,
+    meter: &mut MemoryMeter,
 ) -> anyhow::Result<DuringSleepFigures> {
     let mut text = TextGenerator::new(4242);
     let fresh = BenchArgs {
@@ -892,6 +962,7 @@ async fn remember_during_sleep(
     {
         drain_projections(runtime).await?;
     }
+    meter.phase("second load");
     let writers = bench_agents("bench-agent", args.agents.max(1))?;
     let started = Instant::now();
     let cycle = tokio::spawn({
@@ -923,6 +994,7 @@ async fn remember_during_sleep(
         .map_err(failed)?
         .ok_or_else(|| anyhow::anyhow!("the second sleep cycle was skipped: its lease was held"))?;
     let cycle_seconds = started.elapsed().as_secs_f64();
+    meter.phase("second sleep cycle with remembers");
     latencies.sort_by(f64::total_cmp);
     Ok(DuringSleepFigures {
         loaded: fresh.memories,

@@ -10,6 +10,8 @@ mod vectors;
 mod working;
 
 pub use graph::InMemoryGraphStore;
+#[cfg(test)]
+pub(crate) use vectors::as_stored;
 pub use vectors::{merge_hits, FlatPartition, FlatVectorIndex, PartitionKey};
 pub use working::InMemoryWorkingStore;
 
