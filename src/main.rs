@@ -20,7 +20,7 @@ use mnemos::contract::wire::{ForgetBody, HistoryBody, ListParams, RememberBody};
 
 /// The binary's allocator. glibc's arenas keep the memory a long-running server frees
 /// (index growth, sleep cycles, the rebuild after a restart); mimalloc returns it, which
-/// took `mnemos bench`'s peak RSS at 100,000 memories from 380–388 to 345–361 MiB with
+/// took `mnemos bench`'s peak RSS at 100,000 memories from 380–388 to 345–369 MiB with
 /// recall and writes no slower (docs/measurements-2026-12.md, "2026-12-07"). Library
 /// users pick their own.
 #[global_allocator]
