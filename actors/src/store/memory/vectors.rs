@@ -45,11 +45,19 @@ fn quantize(vector: &[f32], codes: &mut [i8]) -> f32 {
         codes.fill(0);
         return 0.0;
     }
-    let scale = largest / 127.0;
+    let step = largest / 127.0;
     for (code, x) in codes.iter_mut().zip(vector) {
-        *code = (x / scale).round().clamp(-127.0, 127.0) as i8;
+        *code = (x / step).round().clamp(-127.0, 127.0) as i8;
     }
-    scale
+    // The scale that gives the restored vector the original's length (within rounding),
+    // so a unit vector comes back a unit vector: an HNSW graph built from this index
+    // admits only those.
+    let length = |squares: f32| squares.sqrt();
+    let code_length = length(codes.iter().map(|c| f32::from(*c).powi(2)).sum());
+    if code_length == 0.0 {
+        return 0.0;
+    }
+    length(vector.iter().map(|x| x * x).sum()) / code_length
 }
 
 /// `vector` as the index holds it (quantized, then restored): what its scores are
@@ -479,6 +487,8 @@ mod tests {
                 worst = worst.max((dot_codes(&query, &codes, scale) - dot(&query, &stored)).abs());
                 let itself = dot_codes(&stored, &codes, scale);
                 worst = worst.max((itself - 1.0).abs());
+                let restored = dot_codes(&as_stored(&stored), &codes, scale);
+                assert!((restored - 1.0).abs() < 1e-5, "restored length² {restored}");
             }
             assert!(
                 worst < bound,
