@@ -436,7 +436,7 @@ mod tests {
             let row = |t: &StaticTable| -> Vec<f64> {
                 t.components[id * dimension..(id + 1) * dimension]
                     .iter()
-                    .map(|&q| f64::from(q) * f64::from(t.scales[id]))
+                    .map(|&q| f64::from(q as i8) * f64::from(t.scales[id]))
                     .collect()
             };
             let (x, y) = (row(&fresh), row(&committed));

@@ -13,6 +13,7 @@
 //! `scale · components` with its frequency weight already applied, so a sentence is
 //! the L2-normalised sum of its pieces' vectors.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use mnemos_actors::embedding::{l2_normalize, Embedder};
@@ -113,8 +114,10 @@ pub struct StaticTable {
     pub source: String,
     /// Per token: the factor of its quantised components (0 for tokens without meaning).
     pub scales: Vec<f32>,
-    /// Per token, `dimension` quantised components, row after row.
-    pub components: Vec<i8>,
+    /// Per token, `dimension` quantised components (i8, as their two's-complement
+    /// bytes), row after row. Borrowed from the binary for the compiled-in table, so its
+    /// 7.8 MB are not held twice (in the binary's mapped pages and on the heap).
+    pub components: Cow<'static, [u8]>,
 }
 
 impl StaticTable {
@@ -138,7 +141,7 @@ impl StaticTable {
                 } else {
                     0.0
                 };
-                components.push(q as i8);
+                components.push(q as i8 as u8);
             }
         }
         Self {
@@ -149,7 +152,7 @@ impl StaticTable {
             max_pieces,
             source,
             scales,
-            components,
+            components: Cow::Owned(components),
         }
     }
 
@@ -176,12 +179,27 @@ impl StaticTable {
         for scale in &self.scales {
             out.extend_from_slice(&scale.to_le_bytes());
         }
-        out.extend(self.components.iter().map(|&c| c as u8));
+        out.extend_from_slice(&self.components);
         out
     }
 
     /// Parse a table file; `origin` names it in errors.
     pub fn from_bytes(bytes: &[u8], origin: &str) -> MemoryResult<Self> {
+        Self::parse(bytes, origin, |components| Cow::Owned(components.to_vec()))
+    }
+
+    /// [`Self::from_bytes`] of bytes that live as long as the program (the compiled-in
+    /// table): the components are read in place, not copied.
+    pub fn from_static(bytes: &'static [u8], origin: &str) -> MemoryResult<Self> {
+        Self::parse(bytes, origin, Cow::Borrowed)
+    }
+
+    /// Parse a table file; `keep` turns the components' bytes into what the table holds.
+    fn parse<'a>(
+        bytes: &'a [u8],
+        origin: &str,
+        keep: impl FnOnce(&'a [u8]) -> Cow<'static, [u8]>,
+    ) -> MemoryResult<Self> {
         let bad = |what: &str| {
             MemoryError::invalid(
                 TABLE_FIELD,
@@ -229,12 +247,9 @@ impl StaticTable {
             }
             scales.push(scale);
         }
-        let components: Vec<i8> = reader
+        let components = reader
             .take(vocab * dimension)
-            .ok_or_else(|| bad("truncated vectors"))?
-            .iter()
-            .map(|&b| b as i8)
-            .collect();
+            .ok_or_else(|| bad("truncated vectors"))?;
         if reader.at != bytes.len() {
             return Err(bad("trailing bytes"));
         }
@@ -246,7 +261,7 @@ impl StaticTable {
             max_pieces: max_pieces as usize,
             source,
             scales,
-            components,
+            components: keep(components),
         })
     }
 }
@@ -300,7 +315,11 @@ impl std::fmt::Debug for StaticEmbedder {
 impl StaticEmbedder {
     /// The embedder of the compiled-in all-MiniLM-L6-v2 table.
     pub fn minilm() -> MemoryResult<Self> {
-        Self::from_bytes(MINILM_TABLE, "the compiled-in all-MiniLM-L6-v2 table")
+        let origin = "the compiled-in all-MiniLM-L6-v2 table";
+        Self::with_table(
+            StaticTable::from_static(MINILM_TABLE, origin)?,
+            MINILM_TABLE,
+        )
     }
 
     /// The embedder of the table file at `path`.
@@ -313,7 +332,11 @@ impl StaticEmbedder {
 
     /// The embedder of a table's bytes.
     pub fn from_bytes(bytes: &[u8], origin: &str) -> MemoryResult<Self> {
-        let table = StaticTable::from_bytes(bytes, origin)?;
+        Self::with_table(StaticTable::from_bytes(bytes, origin)?, bytes)
+    }
+
+    /// The embedder of `table`, parsed from `bytes` (whose hash names the model).
+    fn with_table(table: StaticTable, bytes: &[u8]) -> MemoryResult<Self> {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for byte in bytes {
             hash ^= u64::from(*byte);
@@ -345,7 +368,7 @@ impl StaticEmbedder {
             }
             let row = &self.table.components[id * dimension..(id + 1) * dimension];
             for (acc, &q) in sum.iter_mut().zip(row) {
-                *acc += scale * f32::from(q);
+                *acc += scale * f32::from(q as i8);
             }
         }
         l2_normalize(&mut sum);
@@ -431,6 +454,19 @@ mod tests {
     fn a_table_survives_its_bytes_and_damage_is_refused_naming_the_setting() {
         let table = StaticTable::from_bytes(MINILM_TABLE, "test").unwrap();
         assert_eq!(table.to_bytes(), MINILM_TABLE);
+        // The compiled-in table is read in place, and reads the same as a copy.
+        let in_place = StaticTable::from_static(MINILM_TABLE, "test").unwrap();
+        assert!(matches!(in_place.components, Cow::Borrowed(_)));
+        assert!(matches!(table.components, Cow::Owned(_)));
+        assert_eq!(in_place, table);
+        let embedder = StaticEmbedder::minilm().unwrap();
+        assert!(matches!(embedder.table.components, Cow::Borrowed(_)));
+        assert_eq!(
+            embedder.model_id(),
+            StaticEmbedder::from_bytes(MINILM_TABLE, "copy")
+                .unwrap()
+                .model_id()
+        );
         for damaged in [
             &MINILM_TABLE[..MINILM_TABLE.len() - 1],
             &MINILM_TABLE[..20],

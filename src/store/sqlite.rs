@@ -701,6 +701,12 @@ async fn keyword_search(
     Ok(best(scored, query.limit))
 }
 
+/// Each connection's page cache, in KiB (SQLite's default, 2 MB): the pool's four
+/// connections keep the pages they read, and 8 MB each was 32 MB of `mnemos bench`'s
+/// resident memory at 100,000 memories; recall reads memories by id (its keyword search
+/// is in process), which the operating system's file cache serves as well.
+const CACHE_SIZE: &str = "-2000";
+
 /// Rows sqlx's SQLite worker thread may run ahead of the task reading them (sqlx's
 /// default is 50): list pages, session neighbours and export pages read hundreds of
 /// rows, and a worker blocked on a full channel costs a thread switch per few rows.
@@ -739,7 +745,7 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
             .row_buffer_size(ROW_BUFFER)
-            .pragma("cache_size", "-8000")
+            .pragma("cache_size", CACHE_SIZE)
             .pragma("temp_store", "memory")
             .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES)
             .pragma("mmap_size", mmap_bytes.to_string());

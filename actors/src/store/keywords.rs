@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use chrono::{DateTime, Utc};
 
 use super::{EmbeddingRecord, KeywordQuery};
+use smallvec::SmallVec;
+
 use crate::hashing::FastMap;
 use crate::model::{AgentId, MemoryId, SessionId};
 use crate::text::keyword_terms;
@@ -102,9 +104,95 @@ fn query_terms(text: &str) -> Vec<String> {
     terms
 }
 
-/// One term's postings in a partition: (slot, occurrences). Slots of removed memories
-/// stay until the partition is compacted; searches skip them.
-type Postings = Vec<(u32, u32)>;
+/// Bits of a [`Posting`] that hold the occurrence count.
+const COUNT_BITS: u32 = 8;
+/// The count a posting holds for `SATURATED` or more occurrences (the exact count is in
+/// [`Partition::heavy`]).
+const SATURATED: u32 = (1 << COUNT_BITS) - 1;
+/// Slots one partition can number (the posting's other bits): 16.7 million memories of
+/// one agent. Past it the index gives up and recall asks the SQL store.
+const MAX_SLOTS: usize = 1 << (32 - COUNT_BITS);
+
+/// One memory's occurrences of a term: `slot << COUNT_BITS | count` (half the size of a
+/// (slot, count) pair; postings are most of the index).
+type Posting = u32;
+
+/// One term's postings in a partition; up to four inline, because most of an agent's
+/// terms are rare and a heap block per term would cost more than its postings. Slots
+/// of removed memories stay until the partition is compacted; searches skip them.
+type Postings = SmallVec<[Posting; 4]>;
+
+/// A posting of `count` occurrences in `slot`.
+fn posting(slot: u32, count: u32) -> Posting {
+    slot << COUNT_BITS | count.min(SATURATED)
+}
+
+/// A posting's slot.
+fn slot_of(posting: Posting) -> u32 {
+    posting >> COUNT_BITS
+}
+
+/// Number of a term in the index's [`Dictionary`].
+type TermId = u32;
+
+/// Every folded term of the index, once, numbered: partitions key their postings by
+/// number, so a term that a hundred agents use is one string, not a hundred.
+#[derive(Debug, Default)]
+struct Dictionary {
+    /// Term → its number.
+    ids: FastMap<Arc<str>, TermId>,
+    /// Number → term (`None`: free, reused by the next new term).
+    names: Vec<Option<Arc<str>>>,
+    /// Number → partitions whose postings have the term (0: it can be freed).
+    uses: Vec<u32>,
+    /// Numbers free for reuse.
+    free: Vec<TermId>,
+}
+
+impl Dictionary {
+    /// `term`'s number, numbering it if it is new (with no uses yet).
+    fn intern(&mut self, term: &str) -> TermId {
+        if let Some(&id) = self.ids.get(term) {
+            return id;
+        }
+        let name: Arc<str> = Arc::from(term);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.names[id as usize] = Some(name.clone());
+                id
+            }
+            None => {
+                self.names.push(Some(name.clone()));
+                self.uses.push(0);
+                u32::try_from(self.names.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.ids.insert(name, id);
+        id
+    }
+
+    /// `term`'s number, if any partition has it.
+    fn get(&self, term: &str) -> Option<TermId> {
+        self.ids.get(term).copied()
+    }
+
+    /// One more partition has postings of `id`.
+    fn used(&mut self, id: TermId) {
+        self.uses[id as usize] += 1;
+    }
+
+    /// One partition less has postings of `id`; the last frees it.
+    fn released(&mut self, id: TermId) {
+        let uses = &mut self.uses[id as usize];
+        *uses = uses.saturating_sub(1);
+        if *uses == 0 {
+            if let Some(name) = self.names[id as usize].take() {
+                self.ids.remove(&*name);
+                self.free.push(id);
+            }
+        }
+    }
+}
 
 /// One indexed memory in a partition.
 #[derive(Debug)]
@@ -127,8 +215,10 @@ struct Doc {
 struct Partition {
     /// Slot → memory; `None` once removed (until compaction renumbers the slots).
     docs: Vec<Option<Doc>>,
-    /// Folded term → postings.
-    terms: FastMap<Box<str>, Postings>,
+    /// Term → postings.
+    terms: FastMap<TermId, Postings>,
+    /// Exact counts of the postings that hold [`SATURATED`]: (term, slot) → occurrences.
+    heavy: FastMap<(TermId, u32), u32>,
     /// Removed slots still named by postings.
     dead: usize,
     /// Session → its live memories' ids in id (creation) order: recall's session
@@ -137,24 +227,41 @@ struct Partition {
 }
 
 impl Partition {
-    /// File `doc` under its `counts` (term → occurrences); returns its slot.
-    fn add(&mut self, doc: Doc, counts: &[(&str, u32)]) -> u32 {
-        let slot = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
+    /// File `doc` under its `counts` (term → occurrences); returns its slot, or `None`
+    /// when the partition has numbered `slot_limit` slots, at most [`MAX_SLOTS`]
+    /// (nothing is filed then).
+    fn add(
+        &mut self,
+        doc: Doc,
+        counts: &[(TermId, u32)],
+        dictionary: &mut Dictionary,
+        slot_limit: usize,
+    ) -> Option<u32> {
+        if self.docs.len() >= slot_limit.min(MAX_SLOTS) {
+            return None;
+        }
+        let slot = u32::try_from(self.docs.len()).ok()?;
         self.docs.push(Some(doc));
-        for (term, count) in counts {
-            match self.terms.get_mut(*term) {
-                Some(postings) => postings.push((slot, *count)),
+        for &(term, count) in counts {
+            match self.terms.get_mut(&term) {
+                Some(postings) => postings.push(posting(slot, count)),
                 None => {
-                    self.terms.insert((*term).into(), vec![(slot, *count)]);
+                    let mut postings = Postings::new();
+                    postings.push(posting(slot, count));
+                    self.terms.insert(term, postings);
+                    dictionary.used(term);
                 }
             }
+            if count >= SATURATED {
+                self.heavy.insert((term, slot), count);
+            }
         }
-        slot
+        Some(slot)
     }
 
     /// Forget `slot`; compacts when removed slots outnumber a third of the live ones.
     /// Returns the old → new slot map when it compacted.
-    fn remove(&mut self, slot: u32) -> Option<Vec<u32>> {
+    fn remove(&mut self, slot: u32, dictionary: &mut Dictionary) -> Option<Vec<u32>> {
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
             self.dead += 1;
             if let Some(session) = &doc.session {
@@ -162,7 +269,7 @@ impl Partition {
             }
         }
         let live = self.docs.len() - self.dead;
-        (self.dead > 64 && self.dead * 3 > live).then(|| self.compact())
+        (self.dead > 64 && self.dead * 3 > live).then(|| self.compact(dictionary))
     }
 
     /// File `id` in `session`'s order; answers the session's shared key for its doc.
@@ -210,7 +317,7 @@ impl Partition {
 
     /// Drop removed slots and renumber the rest; returns old slot → new slot
     /// (`u32::MAX` for a removed one).
-    fn compact(&mut self) -> Vec<u32> {
+    fn compact(&mut self, dictionary: &mut Dictionary) -> Vec<u32> {
         let mut renumber = vec![u32::MAX; self.docs.len()];
         let mut kept = Vec::with_capacity(self.docs.len() - self.dead);
         for (old, doc) in std::mem::take(&mut self.docs).into_iter().enumerate() {
@@ -221,14 +328,25 @@ impl Partition {
         }
         self.docs = kept;
         self.dead = 0;
-        self.terms.retain(|_, postings| {
-            postings.retain_mut(|(slot, _)| {
-                let new = renumber[*slot as usize];
-                *slot = new;
+        self.terms.retain(|term, postings| {
+            postings.retain(|p| {
+                let new = renumber[slot_of(*p) as usize];
+                *p = posting(new, *p & SATURATED);
                 new != u32::MAX
             });
+            postings.shrink_to_fit();
+            if postings.is_empty() {
+                dictionary.released(*term);
+            }
             !postings.is_empty()
         });
+        self.heavy = std::mem::take(&mut self.heavy)
+            .into_iter()
+            .filter_map(|((term, slot), count)| {
+                let new = renumber[slot as usize];
+                (new != u32::MAX).then_some(((term, new), count))
+            })
+            .collect();
         renumber
     }
 
@@ -236,20 +354,25 @@ impl Partition {
     /// the term's document frequency (live memories having it, whatever their time).
     fn matches(
         &self,
-        term: &str,
+        term: TermId,
         range: Option<&crate::policy::time::TimeRange>,
     ) -> (Vec<(u32, u32)>, i64) {
-        let Some(postings) = self.terms.get(term) else {
+        let Some(postings) = self.terms.get(&term) else {
             return (Vec::new(), 0);
         };
         let mut found = Vec::with_capacity(postings.len());
         let mut frequency = 0i64;
-        for &(slot, count) in postings {
+        for &p in postings {
+            let slot = slot_of(p);
             let Some(Some(doc)) = self.docs.get(slot as usize) else {
                 continue;
             };
             frequency += 1;
             if range.is_none_or(|r| r.contains(doc.occurred_at)) {
+                let count = match p & SATURATED {
+                    SATURATED => self.heavy.get(&(term, slot)).copied().unwrap_or(SATURATED),
+                    count => count,
+                };
                 found.push((slot, count));
             }
         }
@@ -283,6 +406,13 @@ struct Inner {
     shared: Partition,
     /// Postings in all (FTS5's token total: the mean row length's numerator).
     tokens: u64,
+    /// The terms the partitions' postings are keyed by.
+    dictionary: Dictionary,
+    /// Set once a partition ran out of slots ([`MAX_SLOTS`]): the postings are then
+    /// incomplete, and searches answer `None` so that recall asks the SQL store.
+    overflowed: bool,
+    /// Slots a partition may number (`None`: [`MAX_SLOTS`]; tests lower it).
+    slot_limit: Option<usize>,
 }
 
 /// A memory's postings worked out from its record, before the index's lock is taken
@@ -340,7 +470,11 @@ impl Inner {
     /// Index one memory (replacing what it had).
     fn upsert(&mut self, entry: Prepared) {
         self.remove(&entry.id);
-        let counts: Vec<(&str, u32)> = entry.counts.iter().map(|(t, c)| (t.as_str(), *c)).collect();
+        let counts: Vec<(TermId, u32)> = entry
+            .counts
+            .iter()
+            .map(|(term, count)| (self.dictionary.intern(term), *count))
+            .collect();
         let length = entry.length;
         let next = u32::try_from(self.partitions.len()).unwrap_or(u32::MAX);
         let partition = *self.agents.entry(entry.agent_id.clone()).or_insert(next);
@@ -359,8 +493,23 @@ impl Inner {
             owner: partition,
             session,
         };
-        let slot = own.add(doc(session), &counts);
-        let shared = entry.shared.then(|| self.shared.add(doc(None), &counts));
+        let limit = self.slot_limit.unwrap_or(MAX_SLOTS);
+        let Some(slot) = own.add(doc(session), &counts, &mut self.dictionary, limit) else {
+            self.overflowed = true;
+            return;
+        };
+        let shared = if entry.shared {
+            let Some(slot) = self
+                .shared
+                .add(doc(None), &counts, &mut self.dictionary, limit)
+            else {
+                self.overflowed = true;
+                return;
+            };
+            Some(slot)
+        } else {
+            None
+        };
         self.places.insert(
             entry.id.clone(),
             Place {
@@ -379,7 +528,9 @@ impl Inner {
             return;
         };
         self.tokens = self.tokens.saturating_sub(u64::from(place.length));
-        if let Some(renumber) = self.partitions[place.partition as usize].remove(place.slot) {
+        if let Some(renumber) =
+            self.partitions[place.partition as usize].remove(place.slot, &mut self.dictionary)
+        {
             for other in self.places.values_mut() {
                 if other.partition == place.partition {
                     other.slot = renumber[other.slot as usize];
@@ -387,7 +538,7 @@ impl Inner {
             }
         }
         if let Some(slot) = place.shared {
-            if let Some(renumber) = self.shared.remove(slot) {
+            if let Some(renumber) = self.shared.remove(slot, &mut self.dictionary) {
                 for other in self.places.values_mut() {
                     if let Some(shared) = other.shared.as_mut() {
                         *shared = renumber[*shared as usize];
@@ -423,8 +574,13 @@ impl Inner {
         if query.include_shared {
             groups.push((&self.shared, true));
         }
+        // A term no partition has matches nothing anywhere: it adds to no score.
+        let terms: Vec<TermId> = terms
+            .iter()
+            .filter_map(|term| self.dictionary.get(term))
+            .collect();
         for (partition, pool) in groups {
-            for term in &terms {
+            for &term in &terms {
                 let (matches, frequency) = partition.matches(term, range);
                 let idf = idf(rows, frequency);
                 for (slot, count) in matches {
@@ -644,22 +800,23 @@ impl KeywordIndex {
     }
 
     /// BM25 hits of `query`, best first (ties by id), at most `query.limit`; `None` while
-    /// a load is running (ask the SQL store then).
+    /// a load is running or once a partition ran out of slots (ask the SQL store then).
     pub fn search(&self, query: &KeywordQuery) -> Option<Vec<(MemoryId, f64)>> {
         if !self.is_ready() {
             return None;
         }
-        Some(match self.inner.read() {
-            Ok(inner) => inner.search(query),
-            Err(poisoned) => poisoned.into_inner().search(query),
-        })
+        let inner = self.read();
+        if inner.overflowed {
+            return None;
+        }
+        Some(inner.search(query))
     }
 
     /// Each seed's session neighbours within `radius` on either side, as (seed,
     /// neighbour) pairs: seeds in the given order (one named twice answers once), each
     /// seed's earlier neighbours nearest first, then its later ones nearest first. The
     /// same pairs as the SQL stores' `session_neighbours_of`, from memory; `None` while a
-    /// load is running (ask the SQL store then).
+    /// load is running or once a partition ran out of slots (ask the SQL store then).
     pub fn session_neighbours(
         &self,
         seeds: &[SessionSeed],
@@ -669,6 +826,9 @@ impl KeywordIndex {
             return None;
         }
         let inner = self.read();
+        if inner.overflowed {
+            return None;
+        }
         let mut pairs = Vec::new();
         let mut answered: Vec<&MemoryId> = Vec::with_capacity(seeds.len());
         for seed in seeds {
@@ -693,7 +853,7 @@ impl KeywordIndex {
     /// is filed under in its owner's partition, with that session per seed (`None`: not
     /// filed, or in no session) so that the caller can check it against the seeds once
     /// read. Lets recall gather its expansion before its candidates are read back.
-    /// `None` while a load is running.
+    /// `None` while a load is running or once a partition ran out of slots.
     pub fn filed_session_neighbours(
         &self,
         ids: &[MemoryId],
@@ -703,6 +863,9 @@ impl KeywordIndex {
             return None;
         }
         let inner = self.read();
+        if inner.overflowed {
+            return None;
+        }
         let mut found = FiledNeighbours::default();
         for (index, id) in ids.iter().enumerate() {
             let filed = inner.places.get(id.as_str()).and_then(|place| {
@@ -925,6 +1088,120 @@ mod tests {
         all.limit = 1000;
         all.include_shared = true;
         assert_eq!(find(&index, &all).len(), 500 - removed.len());
+    }
+
+    #[test]
+    fn counts_past_what_a_posting_holds_score_exactly_and_survive_compaction() {
+        let index = KeywordIndex::new();
+        let heavy = format!("{} tail", vec!["echo"; 300].join(" "));
+        // The fillers first, so that compaction renumbers the two that stay.
+        let mut entries: Vec<EmbeddingRecord> = (0..100)
+            .map(|n| entry(&format!("x{n:03}"), "alice", false, 1, "filler"))
+            .collect();
+        entries.push(entry("heavy", "alice", false, 1, &heavy));
+        entries.push(entry("light", "alice", false, 1, "echo once tail"));
+        index.upsert(&entries);
+        let expected = |index: &KeywordIndex| {
+            let inner = index.read();
+            let rows = inner.places.len() as i64;
+            let avgdl = inner.tokens as f64 / rows as f64;
+            let idf = idf(rows, 2);
+            let length = |id: &str| f64::from(inner.places[id].length);
+            assert_eq!(length("heavy"), 301.0);
+            (
+                bm25(&[300.0], &[idf], length("heavy"), avgdl),
+                bm25(&[1.0], &[idf], length("light"), avgdl),
+            )
+        };
+        let check = |index: &KeywordIndex| {
+            let hits = find(index, &query("alice", "echo"));
+            assert_eq!(ids(&hits), ["heavy", "light"]);
+            let (heavy, light) = expected(index);
+            assert_eq!(hits[0].1, heavy, "300 occurrences count as 300, not 255");
+            assert_eq!(hits[1].1, light);
+        };
+        check(&index);
+        // Removing the fillers compacts the partition: slots are renumbered.
+        let fillers: Vec<MemoryId> = (0..100).map(|n| MemoryId(format!("x{n:03}"))).collect();
+        index.remove(&fillers);
+        assert!(
+            index.read().places["heavy"].slot < 100,
+            "renumbered by compaction"
+        );
+        check(&index);
+    }
+
+    #[test]
+    fn a_term_is_stored_once_for_every_agent_and_freed_with_its_last_posting() {
+        let index = KeywordIndex::new();
+        let entries: Vec<EmbeddingRecord> = (0..100)
+            .map(|n| {
+                entry(
+                    &format!("m{n:03}"),
+                    &format!("agent{}", n % 4),
+                    false,
+                    1,
+                    "zephyr",
+                )
+            })
+            .chain([entry("solo", "agent9", false, 1, "quokka")])
+            .chain((0..95).map(|n| entry(&format!("f{n:03}"), "agent9", false, 1, "filler")))
+            .collect();
+        index.upsert(&entries);
+        {
+            let inner = index.read();
+            let zephyr = inner.dictionary.get("zephyr").expect("interned");
+            assert_eq!(inner.dictionary.uses[zephyr as usize], 4, "four partitions");
+            assert_eq!(inner.dictionary.ids.len(), 3, "zephyr, quokka, filler");
+        }
+        // The last posting of "quokka" goes at the next compaction of agent9's partition.
+        index.remove(&[MemoryId("solo".into())]);
+        let fillers: Vec<MemoryId> = (0..80).map(|n| MemoryId(format!("f{n:03}"))).collect();
+        index.remove(&fillers);
+        {
+            let inner = index.read();
+            assert_eq!(inner.dictionary.get("quokka"), None, "freed");
+            assert_eq!(inner.dictionary.free.len(), 1, "quokka's number");
+            assert!(
+                inner.dictionary.get("filler").is_some(),
+                "fifteen fillers are left"
+            );
+        }
+        // A new term takes a freed number, and every term is still found.
+        index.upsert(&[entry("new", "agent9", false, 1, "axolotl zephyr")]);
+        let inner = index.read();
+        let axolotl = inner.dictionary.get("axolotl").expect("interned");
+        assert!(axolotl < 3, "quokka's freed number was reused: {axolotl}");
+        drop(inner);
+        assert_eq!(ids(&find(&index, &query("agent9", "axolotl"))), ["new"]);
+        assert_eq!(find(&index, &query("agent1", "zephyr")).len(), 10);
+        assert_eq!(ids(&find(&index, &query("agent9", "filler")))[0], "f080");
+        assert!(find(&index, &query("agent9", "quokka")).is_empty());
+    }
+
+    #[test]
+    fn a_partition_out_of_slots_makes_searches_ask_the_sql_store() {
+        let index = KeywordIndex::new();
+        index.write().slot_limit = Some(3);
+        let entries: Vec<EmbeddingRecord> = (0..3)
+            .map(|n| entry(&format!("m{n}"), "alice", false, 1, "note"))
+            .collect();
+        index.upsert(&entries);
+        assert_eq!(find(&index, &query("alice", "note")).len(), 3);
+        index.upsert(&[entry("m3", "alice", false, 1, "note")]);
+        assert_eq!(index.search(&query("alice", "note")), None);
+        let seed = SessionSeed {
+            agent_id: AgentId::parse("alice").unwrap(),
+            session_id: SessionId::parse("s1").unwrap(),
+            id: MemoryId("m0".into()),
+        };
+        assert_eq!(index.session_neighbours(&[seed], 1), None);
+        assert!(index
+            .filed_session_neighbours(&[MemoryId("m0".into())], 1)
+            .is_none());
+        // A fresh load (a restart) starts over.
+        index.load([entries]);
+        assert_eq!(find(&index, &query("alice", "note")).len(), 3);
     }
 
     #[test]
