@@ -2,7 +2,9 @@
 //! collection, or the shared pool's).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
+
+use smallvec::SmallVec;
 
 use crate::model::{AgentId, MemoryId};
 use crate::store::{Collection, EmbeddingRecord, VectorIndex, VectorQuery};
@@ -26,16 +28,14 @@ pub enum PartitionKey {
 /// `quantized_scores_stay_within_a_few_thousandths_of_the_float_dot_product`).
 #[derive(Debug, Default)]
 pub struct FlatPartition {
-    /// Ids in slot order.
-    pub ids: Vec<MemoryId>,
+    /// Ids in slot order (each the allocation of its key in the index's `locations`).
+    ids: Vec<Arc<str>>,
     /// Types in slot order (for type filters).
-    pub types: Vec<crate::model::MemoryType>,
+    types: Vec<crate::model::MemoryType>,
     /// `ids.len() × dimension` quantized components, slot after slot.
     codes: Vec<i8>,
     /// Each slot's scale: component = code × scale.
     scales: Vec<f32>,
-    /// Slot of each id.
-    pub slots: HashMap<MemoryId, usize>,
 }
 
 /// `vector` as codes (written into `codes`) and the scale that restores it.
@@ -100,44 +100,40 @@ impl FlatPartition {
         }
     }
 
-    fn insert(&mut self, record: &EmbeddingRecord) {
-        let dimension = record.vector.len();
-        if let Some(&slot) = self.slots.get(&record.id) {
-            self.scales[slot] = quantize(
-                &record.vector,
-                &mut self.codes[slot * dimension..(slot + 1) * dimension],
-            );
-            self.types[slot] = record.memory_type;
-            return;
-        }
-        self.slots.insert(record.id.clone(), self.ids.len());
-        self.ids.push(record.id.clone());
+    /// File `record`'s vector under `id` in a new slot; returns the slot.
+    fn push(&mut self, id: Arc<str>, record: &EmbeddingRecord) -> u32 {
+        let slot = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
+        self.ids.push(id);
         self.types.push(record.memory_type);
         let start = self.codes.len();
-        self.codes.resize(start + dimension, 0);
+        self.codes.resize(start + record.vector.len(), 0);
         self.scales
             .push(quantize(&record.vector, &mut self.codes[start..]));
+        slot
     }
 
-    fn remove(&mut self, id: &MemoryId) -> bool {
+    /// Empty `slot` by moving the last vector into it; returns the id that moved
+    /// there, if another did.
+    fn swap_remove(&mut self, slot: u32) -> Option<Arc<str>> {
         let dimension = self.dimension();
-        let Some(slot) = self.slots.remove(id) else {
-            return false;
-        };
+        let slot = slot as usize;
+        if slot >= self.ids.len() {
+            return None;
+        }
         let last = self.ids.len() - 1;
+        self.ids.swap_remove(slot);
+        self.types.swap_remove(slot);
+        self.scales.swap_remove(slot);
         if slot != last {
-            self.ids.swap(slot, last);
-            self.types.swap(slot, last);
-            self.scales.swap(slot, last);
             self.codes
                 .copy_within(last * dimension..(last + 1) * dimension, slot * dimension);
-            self.slots.insert(self.ids[slot].clone(), slot);
         }
-        self.ids.pop();
-        self.types.pop();
-        self.scales.pop();
         self.codes.truncate(last * dimension);
-        true
+        if self.ids.is_empty() {
+            // An emptied partition keeps its number but none of its buffers.
+            *self = Self::default();
+        }
+        (slot != last).then(|| self.ids[slot].clone())
     }
 
     /// The vector stored in `slot`, dequantized.
@@ -149,12 +145,12 @@ impl FlatPartition {
             .collect()
     }
 
-    /// The dot product of `query` with the vector stored for `id`, if it is here.
-    pub fn similarity(&self, query: &[f32], id: &MemoryId) -> Option<f32> {
+    /// The dot product of `query` with the vector stored in `slot`.
+    fn similarity_at(&self, query: &[f32], slot: u32) -> Option<f32> {
         let dimension = query.len();
-        let slot = *self.slots.get(id)?;
+        let slot = slot as usize;
         let codes = self.codes.get(slot * dimension..(slot + 1) * dimension)?;
-        Some(dot_codes(query, codes, self.scales[slot]))
+        Some(dot_codes(query, codes, *self.scales.get(slot)?))
     }
 
     /// Exact top-`limit` by dot product, honouring a type filter.
@@ -185,7 +181,7 @@ impl FlatPartition {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
         scored
             .into_iter()
-            .map(|(slot, score)| (self.ids[slot].clone(), score))
+            .map(|(slot, score)| (MemoryId(self.ids[slot].to_string()), score))
             .collect()
     }
 }
@@ -196,10 +192,68 @@ impl FlatPartition {
 /// better than an approximate graph; the service wraps it with HNSW for big partitions.
 #[derive(Debug, Default)]
 pub struct FlatVectorIndex {
-    /// Vectors by partition.
-    partitions: RwLock<HashMap<PartitionKey, FlatPartition>>,
-    /// Partitions each id lives in (one private, plus the shared pool when shared).
-    locations: RwLock<HashMap<MemoryId, Vec<PartitionKey>>>,
+    /// The partitions and where each id is, behind one lock.
+    inner: RwLock<FlatInner>,
+}
+
+/// Where one memory's vector is: (partition number, slot), its agent's partition first,
+/// then the shared pool's when shared.
+type Places = SmallVec<[(u32, u32); 2]>;
+
+/// Everything behind the flat index's lock. Each id is one allocation, shared by its
+/// key here and its slot in each partition (an id held three times as a `String` was a
+/// third of the index's memory at 100,000 memories).
+#[derive(Debug, Default)]
+struct FlatInner {
+    /// Partition key → its number in `partitions`.
+    numbers: HashMap<PartitionKey, u32>,
+    /// Partitions by number (an emptied one keeps its number, without buffers).
+    partitions: Vec<FlatPartition>,
+    /// Each indexed id → its places.
+    locations: HashMap<Arc<str>, Places>,
+}
+
+impl FlatInner {
+    /// The partition of `key`, if it was ever filled.
+    fn partition(&self, key: &PartitionKey) -> Option<&FlatPartition> {
+        let number = *self.numbers.get(key)?;
+        self.partitions.get(number as usize)
+    }
+
+    /// Unindex `id` (nothing if it is not indexed).
+    fn remove(&mut self, id: &str) {
+        let Some(places) = self.locations.remove(id) else {
+            return;
+        };
+        for (number, slot) in places {
+            let Some(moved) = self.partitions[number as usize].swap_remove(slot) else {
+                continue;
+            };
+            if let Some(place) = self
+                .locations
+                .get_mut(&*moved)
+                .and_then(|places| places.iter_mut().find(|(n, _)| *n == number))
+            {
+                place.1 = slot;
+            }
+        }
+    }
+
+    /// Index `record` (it must not be indexed).
+    fn insert(&mut self, record: &EmbeddingRecord) {
+        let id: Arc<str> = Arc::from(record.id.as_str());
+        let mut places = Places::new();
+        for key in FlatVectorIndex::partitions_of(record) {
+            let next = u32::try_from(self.partitions.len()).unwrap_or(u32::MAX);
+            let number = *self.numbers.entry(key).or_insert(next);
+            if number == next {
+                self.partitions.push(FlatPartition::default());
+            }
+            let slot = self.partitions[number as usize].push(id.clone(), record);
+            places.push((number, slot));
+        }
+        self.locations.insert(id, places);
+    }
 }
 
 impl FlatVectorIndex {
@@ -246,11 +300,7 @@ impl FlatVectorIndex {
 
     /// Number of vectors in one partition.
     pub fn partition_len(&self, key: &PartitionKey) -> usize {
-        self.partitions
-            .read()
-            .expect("vector index lock poisoned")
-            .get(key)
-            .map_or(0, |p| p.ids.len())
+        self.read().partition(key).map_or(0, |p| p.ids.len())
     }
 
     /// Every (id, type, vector) of one partition, the vectors dequantized.
@@ -258,8 +308,8 @@ impl FlatVectorIndex {
         &self,
         key: &PartitionKey,
     ) -> Vec<(MemoryId, crate::model::MemoryType, Vec<f32>)> {
-        let partitions = self.partitions.read().expect("vector index lock poisoned");
-        let Some(flat) = partitions.get(key) else {
+        let inner = self.read();
+        let Some(flat) = inner.partition(key) else {
             return Vec::new();
         };
         let dimension = flat.dimension();
@@ -267,7 +317,7 @@ impl FlatVectorIndex {
             .iter()
             .zip(&flat.types)
             .enumerate()
-            .map(|(slot, (id, t))| (id.clone(), *t, flat.vector(slot, dimension)))
+            .map(|(slot, (id, t))| (MemoryId(id.to_string()), *t, flat.vector(slot, dimension)))
             .collect()
     }
 
@@ -279,21 +329,19 @@ impl FlatVectorIndex {
         types: &[crate::model::MemoryType],
         limit: usize,
     ) -> Vec<(MemoryId, f32)> {
-        let partitions = self.partitions.read().expect("vector index lock poisoned");
-        partitions
-            .get(key)
+        self.read()
+            .partition(key)
             .map(|p| p.search(vector, types, limit))
             .unwrap_or_default()
     }
 
     /// Exact similarity of `vector` to each of `ids` that is indexed (in its first partition).
     pub fn similarity_of(&self, vector: &[f32], ids: &[MemoryId]) -> Vec<(MemoryId, f32)> {
-        let locations = self.locations.read().expect("vector index lock poisoned");
-        let partitions = self.partitions.read().expect("vector index lock poisoned");
+        let inner = self.read();
         ids.iter()
             .filter_map(|id| {
-                let key = locations.get(id)?.first()?;
-                let score = partitions.get(key)?.similarity(vector, id)?;
+                let &(number, slot) = inner.locations.get(id.as_str())?.first()?;
+                let score = inner.partitions[number as usize].similarity_at(vector, slot)?;
                 Some((id.clone(), score))
             })
             .collect()
@@ -301,10 +349,15 @@ impl FlatVectorIndex {
 
     /// The type of an indexed memory, if indexed.
     pub fn contains(&self, id: &MemoryId) -> bool {
-        self.locations
-            .read()
-            .expect("vector index lock poisoned")
-            .contains_key(id)
+        self.read().locations.contains_key(id.as_str())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, FlatInner> {
+        self.inner.read().expect("vector index lock poisoned")
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, FlatInner> {
+        self.inner.write().expect("vector index lock poisoned")
     }
 }
 
@@ -323,47 +376,22 @@ impl VectorIndex for FlatVectorIndex {
     }
 
     fn upsert(&self, entries: &[EmbeddingRecord]) {
-        self.remove(&entries.iter().map(|e| e.id.clone()).collect::<Vec<_>>());
-        let mut partitions = self.partitions.write().expect("vector index lock poisoned");
-        let mut locations = self.locations.write().expect("vector index lock poisoned");
+        let mut inner = self.write();
         for entry in entries {
-            let targets = Self::partitions_of(entry);
-            for partition in &targets {
-                partitions
-                    .entry(partition.clone())
-                    .or_default()
-                    .insert(entry);
-            }
-            locations.insert(entry.id.clone(), targets);
+            inner.remove(entry.id.as_str());
+            inner.insert(entry);
         }
     }
 
     fn remove(&self, ids: &[MemoryId]) {
-        let mut partitions = self.partitions.write().expect("vector index lock poisoned");
-        let mut locations = self.locations.write().expect("vector index lock poisoned");
+        let mut inner = self.write();
         for id in ids {
-            if let Some(targets) = locations.remove(id) {
-                for partition in targets {
-                    if let Some(flat) = partitions.get_mut(&partition) {
-                        flat.remove(id);
-                        if flat.ids.is_empty() {
-                            partitions.remove(&partition);
-                        }
-                    }
-                }
-            }
+            inner.remove(id.as_str());
         }
     }
 
     fn clear(&self) {
-        self.partitions
-            .write()
-            .expect("vector index lock poisoned")
-            .clear();
-        self.locations
-            .write()
-            .expect("vector index lock poisoned")
-            .clear();
+        *self.write() = FlatInner::default();
     }
 
     fn similarity(&self, vector: &[f32], ids: &[MemoryId]) -> Vec<(MemoryId, f32)> {
@@ -371,10 +399,10 @@ impl VectorIndex for FlatVectorIndex {
     }
 
     fn search(&self, query: &VectorQuery) -> Vec<(MemoryId, f32)> {
-        let partitions = self.partitions.read().expect("vector index lock poisoned");
+        let inner = self.read();
         let mut hits: Vec<(MemoryId, f32)> = Vec::new();
         for key in Self::partitions_for_query(query) {
-            if let Some(flat) = partitions.get(&key) {
+            if let Some(flat) = inner.partition(&key) {
                 hits.extend(flat.search(&query.vector, &query.types, query.limit));
             }
         }
@@ -382,10 +410,7 @@ impl VectorIndex for FlatVectorIndex {
     }
 
     fn len(&self) -> usize {
-        self.locations
-            .read()
-            .expect("vector index lock poisoned")
-            .len()
+        self.read().locations.len()
     }
 }
 
@@ -541,6 +566,45 @@ mod tests {
                 id.0
             );
         }
+    }
+
+    #[test]
+    fn an_id_moved_by_a_removal_is_found_in_each_of_its_partitions() {
+        let index = FlatVectorIndex::new();
+        let vectors: Vec<Vec<f32>> = (0..4).map(|i| unit_vector(i + 7, 64, false)).collect();
+        let records: Vec<EmbeddingRecord> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| record(&format!("s{i}"), "x", MemoryType::Semantic, true, v.clone()))
+            .collect();
+        index.upsert(&records);
+        // s3 moves into s0's slot in x's partition and in the shared pool.
+        index.remove(&[MemoryId("s0".into())]);
+        let from = |agent: &str, vector: &[f32]| VectorQuery {
+            agent_id: AgentId::parse(agent).unwrap(),
+            include_shared: true,
+            types: vec![],
+            vector: vector.to_vec(),
+            limit: 1,
+        };
+        for (i, vector) in vectors.iter().enumerate().skip(1) {
+            let id = format!("s{i}");
+            for agent in ["x", "y"] {
+                let hits = index.search(&from(agent, vector));
+                assert_eq!(hits[0].0 .0, id, "{agent} finds {id}");
+                assert!((hits[0].1 - 1.0).abs() < 2e-3, "{}", hits[0].1);
+            }
+            let score = index.similarity(vector, &[MemoryId(id.clone())]);
+            assert!((score[0].1 - 1.0).abs() < 2e-3, "{id}: {}", score[0].1);
+        }
+        // Emptied partitions take vectors again.
+        index.remove(&[1, 2, 3].map(|i| MemoryId(format!("s{i}"))));
+        assert_eq!(index.len(), 0);
+        assert!(index.search(&from("y", &vectors[1])).is_empty());
+        index.upsert(&records[..1]);
+        assert_eq!(index.search(&from("y", &vectors[0]))[0].0 .0, "s0");
+        let shared = PartitionKey::Shared(Collection::Semantic);
+        assert_eq!(index.partition_len(&shared), 1);
     }
 
     #[test]
