@@ -1926,7 +1926,7 @@ fn parity_corpus() -> Vec<Memory> {
         ("alice", "Tie breaker alpha", false),
         ("alice", "Tie breaker alpha", false),
     ];
-    texts
+    let mut corpus: Vec<Memory> = texts
         .iter()
         .enumerate()
         .map(|(i, (who, text, shared))| {
@@ -1937,7 +1937,15 @@ fn parity_corpus() -> Vec<Memory> {
             }
             m
         })
-        .collect()
+        .collect();
+    // More occurrences of one term than the in-process index's packed postings hold.
+    let heavy = format!("{} espresso", ["pasta"; 300].join(" "));
+    corpus.push(fixture(
+        "carol",
+        &heavy,
+        t0() + Duration::hours(texts.len() as i64),
+    ));
+    corpus
 }
 
 fn parity_queries() -> Vec<KeywordQuery> {
