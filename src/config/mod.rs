@@ -190,6 +190,9 @@ pub struct StorageSettings {
     /// SQLite memory-mapped reads per connection, in MiB (0: off): faster keyword search
     /// for memory that shows in the process's RSS.
     pub mmap_mib: u64,
+    /// SQLite page cache per connection, in MiB: recall's reads by id served from the
+    /// process rather than the operating system's file cache, for resident memory.
+    pub cache_mib: u32,
 }
 
 /// `[embedding]`.
@@ -803,6 +806,11 @@ mod tests {
                 Box::new(|s| s.storage.backend = "oracle".into()),
             ),
             ("storage.mmap_mib", Box::new(|s| s.storage.mmap_mib = 4096)),
+            ("storage.cache_mib", Box::new(|s| s.storage.cache_mib = 0)),
+            (
+                "storage.cache_mib",
+                Box::new(|s| s.storage.cache_mib = 4096),
+            ),
             (
                 "storage.url",
                 Box::new(|s| s.storage.backend = "postgres".into()),

@@ -3,6 +3,10 @@
 
 use super::{bad, ConfigError, Settings};
 
+/// Largest `storage.cache_mib`: the pool's four connections at this many MiB each are
+/// 4 GiB of page cache, more than any deployment of mnemos needs.
+const MAX_CACHE_MIB: u32 = 1024;
+
 /// Largest `storage.mmap_mib`: SQLite's own limit (`SQLITE_MAX_MMAP_SIZE`, just under 2 GiB).
 const MAX_MMAP_MIB: u64 = 2047;
 
@@ -130,8 +134,14 @@ impl Settings {
     }
 
     /// `[storage]`: a known backend, a PostgreSQL URL when it is `postgres`, a memory map
-    /// SQLite can hold.
+    /// SQLite can hold, a page cache of at least one MiB.
     pub(super) fn validate_storage(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_CACHE_MIB).contains(&self.storage.cache_mib) {
+            return Err(bad(
+                "storage.cache_mib",
+                format!("must be between 1 and {MAX_CACHE_MIB} (MiB per connection)"),
+            ));
+        }
         if self.storage.mmap_mib > MAX_MMAP_MIB {
             return Err(bad(
                 "storage.mmap_mib",

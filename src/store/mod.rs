@@ -34,7 +34,7 @@ use mnemos_actors::store::{GraphStore, MemoryStore};
 use crate::config::Settings;
 pub use doctor::Repair;
 use postgres::PostgresStore;
-use sqlite::SqliteStore;
+use sqlite::{SqliteStore, SqliteTuning};
 
 /// The system of record the settings chose (`storage.backend`).
 #[derive(Clone, Debug)]
@@ -53,9 +53,12 @@ impl SystemOfRecord {
                 PostgresStore::open(settings.storage.url.trim()).await?,
             ))),
             _ => Ok(Self::Sqlite(Arc::new(
-                SqliteStore::open_mapped(
+                SqliteStore::open_tuned(
                     &settings.sqlite_path(),
-                    settings.storage.mmap_mib * 1024 * 1024,
+                    SqliteTuning {
+                        mmap_bytes: settings.storage.mmap_mib * 1024 * 1024,
+                        cache_mib: settings.storage.cache_mib,
+                    },
                 )
                 .await?,
             ))),

@@ -701,11 +701,27 @@ async fn keyword_search(
     Ok(best(scored, query.limit))
 }
 
-/// Each connection's page cache, in KiB (SQLite's default, 2 MB): the pool's four
-/// connections keep the pages they read, and 8 MB each was 32 MB of `mnemos bench`'s
-/// resident memory at 100,000 memories; recall reads memories by id (its keyword search
-/// is in process), which the operating system's file cache serves as well.
-const CACHE_SIZE: &str = "-2000";
+/// How each pooled connection reads the database file (`storage.mmap_mib`,
+/// `storage.cache_mib`): memory the process keeps against time spent reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqliteTuning {
+    /// Bytes of the file a connection reads through a memory map (0: none).
+    pub mmap_bytes: u64,
+    /// Each connection's page cache, in MiB: the pool's four connections keep the pages
+    /// they read, which at 8 MiB each was 32 MB of `mnemos bench`'s resident memory at
+    /// 100,000 memories; 2 (about SQLite's own default) leaves recall's reads by id to
+    /// the operating system's file cache.
+    pub cache_mib: u32,
+}
+
+impl Default for SqliteTuning {
+    fn default() -> Self {
+        Self {
+            mmap_bytes: 0,
+            cache_mib: 2,
+        }
+    }
+}
 
 /// Rows sqlx's SQLite worker thread may run ahead of the task reading them (sqlx's
 /// default is 50): list pages, session neighbours and export pages read hundreds of
@@ -715,12 +731,11 @@ const ROW_BUFFER: usize = 1024;
 impl SqliteStore {
     /// Open (creating if needed) the database file at `path` and apply migrations.
     pub async fn open(path: &Path) -> MemoryResult<Self> {
-        Self::open_mapped(path, 0).await
+        Self::open_tuned(path, SqliteTuning::default()).await
     }
 
-    /// [`Self::open`], each connection reading the file through a memory map of up to
-    /// `mmap_bytes` (0: none; `storage.mmap_mib`).
-    pub async fn open_mapped(path: &Path, mmap_bytes: u64) -> MemoryResult<Self> {
+    /// [`Self::open`], each connection with the memory map and page cache `tuning` asks for.
+    pub async fn open_tuned(path: &Path, tuning: SqliteTuning) -> MemoryResult<Self> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             crate::data_dir::create_private_dir(parent).map_err(|e| {
                 MemoryError::invalid(
@@ -745,10 +760,14 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
             .row_buffer_size(ROW_BUFFER)
-            .pragma("cache_size", CACHE_SIZE)
+            // Negative: KiB rather than pages.
+            .pragma(
+                "cache_size",
+                format!("-{}", u64::from(tuning.cache_mib) * 1024),
+            )
             .pragma("temp_store", "memory")
             .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES)
-            .pragma("mmap_size", mmap_bytes.to_string());
+            .pragma("mmap_size", tuning.mmap_bytes.to_string());
         // A connection to a local file does not go stale, so it is not pinged on each
         // acquire: the ping is a round trip to the connection's worker thread, as long
         // as a short read (sqlx tests before acquiring by default).
@@ -1137,19 +1156,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn storage_mmap_mib_maps_every_connection_and_zero_maps_none() {
+    async fn storage_mmap_and_cache_settings_reach_every_connection() {
         let dir = tempfile::tempdir().unwrap();
-        let mapped = SqliteStore::open_mapped(&dir.path().join("mapped.db"), 16 << 20)
-            .await
-            .unwrap();
+        let tuned = SqliteStore::open_tuned(
+            &dir.path().join("tuned.db"),
+            SqliteTuning {
+                mmap_bytes: 16 << 20,
+                cache_mib: 8,
+            },
+        )
+        .await
+        .unwrap();
         let (plain, _plain_dir) = store().await;
-        let mmap_size = |store: SqliteStore| async move {
-            let statement = Statement::new("PRAGMA mmap_size", []);
-            // Two reads at once: whichever pooled connections answer are mapped.
+        let pragma = |store: SqliteStore, name: &'static str| async move {
+            let statement = Statement::new(format!("PRAGMA {name}"), []);
+            // Two reads at once: whichever pooled connections answer are tuned.
             let (a, b) = tokio::join!(store.row(&statement), store.row(&statement));
-            [a, b].map(|row| row.unwrap().unwrap().integer("mmap_size").unwrap())
+            [a, b].map(|row| row.unwrap().unwrap().integer(name).unwrap())
         };
-        assert_eq!(mmap_size(mapped).await, [16 << 20, 16 << 20]);
-        assert_eq!(mmap_size(plain).await, [0, 0]);
+        assert_eq!(
+            pragma(tuned.clone(), "mmap_size").await,
+            [16 << 20, 16 << 20]
+        );
+        assert_eq!(pragma(tuned, "cache_size").await, [-8192, -8192]);
+        assert_eq!(pragma(plain.clone(), "mmap_size").await, [0, 0]);
+        assert_eq!(pragma(plain, "cache_size").await, [-2048, -2048]);
     }
 }
