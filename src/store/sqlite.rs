@@ -708,9 +708,9 @@ pub struct SqliteTuning {
     /// Bytes of the file a connection reads through a memory map (0: none).
     pub mmap_bytes: u64,
     /// Each connection's page cache, in MiB: the pool's four connections keep the pages
-    /// they read, which at 8 MiB each was 32 MB of `mnemos bench`'s resident memory at
-    /// 100,000 memories; 2 (about SQLite's own default) leaves recall's reads by id to
-    /// the operating system's file cache.
+    /// they read, which at 8 MiB each was 25-37 MiB of `mnemos bench`'s peak RSS at
+    /// 100,000 memories for no faster recall; 2 (about SQLite's own default) leaves
+    /// recall's reads by id to the operating system's file cache.
     pub cache_mib: u32,
 }
 
