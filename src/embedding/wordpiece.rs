@@ -171,16 +171,25 @@ fn is_whitespace(c: char) -> bool {
 }
 
 /// Control characters BERT drops (tab and newlines count as whitespace instead).
+/// ASCII, most of what agents write, skips the Unicode table's binary search (in ASCII
+/// only the C0 controls and DEL are "other").
 fn is_control(c: char) -> bool {
     if matches!(c, '\t' | '\n' | '\r') {
         return false;
     }
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
     c.is_other()
 }
 
-/// ASCII symbols and Unicode punctuation: each becomes a word of its own.
+/// ASCII symbols and Unicode punctuation: each becomes a word of its own. ASCII skips
+/// the Unicode table's binary search (ASCII's punctuation is all ASCII punctuation).
 fn is_punctuation(c: char) -> bool {
-    c.is_ascii_punctuation() || c.is_punctuation()
+    if c.is_ascii() {
+        return c.is_ascii_punctuation();
+    }
+    c.is_punctuation()
 }
 
 /// The CJK ideograph blocks BERT surrounds with spaces.
@@ -208,6 +217,19 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         WordPiece::new(&tokens, 1, 100)
+    }
+
+    #[test]
+    fn the_ascii_shortcuts_agree_with_the_unicode_tables() {
+        for c in (0u8..=127).map(char::from) {
+            let tables_control = !matches!(c, '\t' | '\n' | '\r') && c.is_other();
+            assert_eq!(is_control(c), tables_control, "{c:?}");
+            let tables_punctuation = c.is_ascii_punctuation() || c.is_punctuation();
+            assert_eq!(is_punctuation(c), tables_punctuation, "{c:?}");
+        }
+        // Beyond ASCII the tables still answer.
+        assert!(is_punctuation('«') && is_punctuation('。'));
+        assert!(is_control('\u{200b}') && !is_control('é'));
     }
 
     #[test]
@@ -256,6 +278,7 @@ mod tests {
             "  multiple   spaces\tand\nnewlines\r\n",
             "supercalifragilisticexpialidocious antidisestablishmentarianism",
             "/home/alice/src/mnemos/Cargo.toml https://example.com/a?b=c#d",
+            "a bell\u{7}, a delete\u{7f} and symbols $+<=>^`|~ in ASCII",
         ];
         for sample in samples {
             let expected = reference.encode(sample, false).unwrap();
