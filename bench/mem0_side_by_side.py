@@ -109,6 +109,17 @@ def wait_ready(client, base: str, server: subprocess.Popen, deadline_s: float = 
     raise SystemExit("mnemos was not ready within 120 s")
 
 
+def in_turn(i: int, calls: list) -> dict:
+    """Runs each (name, call) once, in the given order when `i` is even and reversed when
+    odd, so neither system always goes first; answers name -> (result, milliseconds)."""
+    timed = {}
+    for name, call in calls if i % 2 == 0 else calls[::-1]:
+        t = time.perf_counter()
+        result = call()
+        timed[name] = (result, (time.perf_counter() - t) * 1000)
+    return timed
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -200,13 +211,11 @@ def main() -> None:
 
         print(f"phase 1: {len(singles)} single remembers each", flush=True)
         for i, (agent, text) in enumerate(singles):
-            order = [("mnemos", mnemos_remember), ("mem0", mem0_remember)]
-            if i % 2:
-                order.reverse()
-            for name, call in order:
-                t = time.perf_counter()
-                call(agent, text)
-                timings[f"{name}_single"].append((time.perf_counter() - t) * 1000)
+            for name, (_, ms) in in_turn(
+                i,
+                [("mnemos", lambda: mnemos_remember(agent, text)), ("mem0", lambda: mem0_remember(agent, text))],
+            ).items():
+                timings[f"{name}_single"].append(ms)
 
         print(f"phase 2: {len(rest)} turns in batches of {args.batch}", flush=True)
         chunks: list[tuple[str, list[str]]] = []
@@ -215,28 +224,26 @@ def main() -> None:
                 chunks.append((agent, []))
             chunks[-1][1].append(text)
         for i, (agent, texts) in enumerate(chunks):
-            order = ["mnemos", "mem0"] if i % 2 == 0 else ["mem0", "mnemos"]
-            for name in order:
-                t = time.perf_counter()
-                if name == "mnemos":
-                    mnemos_batch(agent, texts)
-                else:
-                    for text in texts:
-                        mem0_remember(agent, text)
-                batch_ms[name] += (time.perf_counter() - t) * 1000
+            for name, (_, ms) in in_turn(
+                i,
+                [
+                    ("mnemos", lambda: mnemos_batch(agent, texts)),
+                    ("mem0", lambda: [mem0_remember(agent, text) for text in texts]),
+                ],
+            ).items():
+                batch_ms[name] += ms
             batch_n += len(texts)
 
         asked = questions[: args.recalls]
         print(f"phase 3: {len(asked)} recalls each", flush=True)
         found = {"mnemos": 0, "mem0": 0}
         for i, (agent, query) in enumerate(asked):
-            order = [("mnemos", mnemos_recall), ("mem0", mem0_recall)]
-            if i % 2:
-                order.reverse()
-            for name, call in order:
-                t = time.perf_counter()
-                found[name] += call(agent, query)
-                timings[f"{name}_recall"].append((time.perf_counter() - t) * 1000)
+            for name, (count, ms) in in_turn(
+                i,
+                [("mnemos", lambda: mnemos_recall(agent, query)), ("mem0", lambda: mem0_recall(agent, query))],
+            ).items():
+                found[name] += count
+                timings[f"{name}_recall"].append(ms)
 
         load_after = os.getloadavg()
         result = {

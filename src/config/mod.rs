@@ -190,8 +190,8 @@ pub struct StorageSettings {
     /// SQLite memory-mapped reads per connection, in MiB (0: off): faster keyword search
     /// for memory that shows in the process's RSS.
     pub mmap_mib: u64,
-    /// SQLite page cache per connection, in MiB: recall's reads by id served from the
-    /// process rather than the operating system's file cache, for resident memory.
+    /// SQLite page cache per connection, in MiB: resident memory against batch-write
+    /// speed (pages the process keeps rather than the operating system's file cache).
     pub cache_mib: u32,
 }
 
