@@ -253,7 +253,7 @@ enum Command {
         #[command(subcommand)]
         suite: EvalSuite,
     },
-    /// Embedding models: distil a static table from a sentence-transformers model.
+    /// Embedding models: distil a static table from a sentence-transformers model, time a model.
     Embedder {
         #[command(subcommand)]
         action: EmbedderAction,
@@ -266,6 +266,9 @@ enum EmbedderAction {
     /// Distil a static embedding table (the default embedder's kind) from a
     /// sentence-transformers BERT model directory.
     Distill(cli::embedder::DistillArgs),
+    /// Time a local sentence-transformers model: texts per second in batches and the
+    /// latency of one query (what `embedding.threads` buys).
+    Speed(cli::embedder::SpeedArgs),
 }
 
 // What `mnemos keys` does.
@@ -347,6 +350,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Embedder {
             action: EmbedderAction::Distill(args),
         } => cli::embedder::distill(args, json)?,
+        Command::Embedder {
+            action: EmbedderAction::Speed(args),
+        } => cli::embedder::speed(args, json)?,
         Command::Keys { action } => admin::keys(&settings, &caller, action, json).await?,
         Command::Audit { limit } => admin::audit(&settings, &caller, limit, json).await?,
         Command::Backup { file } => transfer::backup(&settings, &file, json).await?,

@@ -1,4 +1,5 @@
-//! `mnemos embedder`: distil a static embedding table from a sentence-transformers model.
+//! `mnemos embedder`: distil a static embedding table from a sentence-transformers model,
+//! and time a local model (`speed`).
 
 use std::path::PathBuf;
 
@@ -77,6 +78,115 @@ pub(crate) fn distill(args: DistillArgs, json: bool) -> anyhow::Result<()> {
                 v["seconds"].as_f64().unwrap_or_default(),
                 embedder.model_id(),
                 embedder.source()
+            )
+        },
+    );
+    Ok(())
+}
+
+/// Arguments of `mnemos embedder speed`.
+#[derive(clap::Args)]
+pub(crate) struct SpeedArgs {
+    /// The sentence-transformers BERT model directory (model.safetensors, tokenizer.json, config.json).
+    #[arg(long)]
+    model_dir: PathBuf,
+    /// A LoCoMo file (its turns are the stored texts, its questions the queries) or a
+    /// text file of one text per line (used for both).
+    #[arg(long)]
+    texts: PathBuf,
+    /// Threads of a forward pass (`embedding.threads`; 0: every core).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Texts per `embed_batch` call.
+    #[arg(long, default_value_t = 200)]
+    batch: usize,
+    /// Texts embedded in batches at most.
+    #[arg(long, default_value_t = 2000)]
+    limit: usize,
+    /// Queries embedded one at a time at most.
+    #[arg(long, default_value_t = 300)]
+    queries: usize,
+}
+
+/// Time the local model: batched throughput of stored texts and single-query latency.
+pub(crate) fn speed(args: SpeedArgs, json: bool) -> anyhow::Result<()> {
+    let raw = std::fs::read_to_string(&args.texts)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.texts.display()))?;
+    let (mut texts, mut queries): (Vec<String>, Vec<String>) =
+        match serde_json::from_str::<serde_json::Value>(&raw) {
+            Ok(value) => {
+                let samples = mnemos::eval::parse_samples(&value)?;
+                let turns = samples.iter().flat_map(|s| &s.turns);
+                let questions = samples.iter().flat_map(|s| &s.questions);
+                (
+                    turns.map(|t| t.content.clone()).collect(),
+                    questions.map(|q| q.text.clone()).collect(),
+                )
+            }
+            Err(_) => {
+                let lines: Vec<String> = raw
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+                    .collect();
+                (lines.clone(), lines)
+            }
+        };
+    texts.truncate(args.limit);
+    queries.truncate(args.queries);
+    anyhow::ensure!(!texts.is_empty(), "{} holds no texts", args.texts.display());
+    let embedder = mnemos::embedding::local::LocalEmbedder::load(&args.model_dir)
+        .map_err(user_error)?
+        .with_threads(args.threads)
+        .map_err(user_error)?;
+    // One warm-up call, so first-touch page faults are not timed.
+    embedder
+        .embed_batch(&[texts[0].as_str()])
+        .map_err(user_error)?;
+    let started = std::time::Instant::now();
+    for batch in texts.chunks(args.batch.max(1)) {
+        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        embedder.embed_batch(&refs).map_err(user_error)?;
+    }
+    let batch_seconds = started.elapsed().as_secs_f64();
+    let mut latencies: Vec<f64> = Vec::with_capacity(queries.len());
+    for query in &queries {
+        let started = std::time::Instant::now();
+        embedder
+            .embed_queries(&[query.as_str()])
+            .map_err(user_error)?;
+        latencies.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    latencies.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    print(
+        json,
+        &serde_json::json!({
+            "model_id": embedder.model_id(),
+            "threads": args.threads,
+            "texts": texts.len(),
+            "batch": args.batch,
+            "texts_per_second": texts.len() as f64 / batch_seconds,
+            "queries": latencies.len(),
+            "query_p50_ms": at(0.5),
+            "query_p95_ms": at(0.95),
+        }),
+        |v| {
+            format!(
+                "{}: {} texts in batches of {} on {} thread(s): {:.1} texts/s; {} queries one at a time: p50 {:.2} ms, p95 {:.2} ms",
+                v["model_id"].as_str().unwrap_or_default(),
+                v["texts"],
+                v["batch"],
+                v["threads"],
+                v["texts_per_second"].as_f64().unwrap_or_default(),
+                v["queries"],
+                v["query_p50_ms"].as_f64().unwrap_or_default(),
+                v["query_p95_ms"].as_f64().unwrap_or_default(),
             )
         },
     );

@@ -1,4 +1,4 @@
-//! Local sentence-transformers embedder: a BERT model run on the CPU with candle.
+//! Local sentence-transformers embedder: a BERT model run on the CPU (`mnemos_bert`).
 //!
 //! [`LocalEmbedder::load`] reads a sentence-transformers model directory
 //! (`model.safetensors`, `tokenizer.json`, `config.json` and, if present,
@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config, DTYPE};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use candle_core::{DType, Device};
+use rayon::prelude::*;
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
+
+use mnemos_bert::{BertConfig as Config, BertEncoder, Sequence, Weight, CHUNK_TOKENS};
 
 use mnemos_actors::embedding::{l2_normalize, Embedder};
 use mnemos_actors::error::{MemoryError, MemoryResult};
@@ -25,9 +26,6 @@ use mnemos_actors::error::{MemoryError, MemoryResult};
 /// Longest input in tokens (special tokens included) of a model that does not say
 /// (`sentence_bert_config.json`); longer texts are truncated, as sentence-transformers does.
 const MAX_TOKENS: usize = 256;
-
-/// Texts run through the model together; bounds the activations held at once.
-const CHUNK_SIZE: usize = 32;
 
 /// Blocks of `model.safetensors` hashed into the model id.
 const SAMPLE_BLOCKS: u64 = 64;
@@ -61,8 +59,8 @@ enum Pooling {
 /// It is `Send + Sync` without a lock: concurrent calls run independent forward passes.
 pub struct LocalEmbedder {
     /// The BERT encoder whose last hidden states are pooled into sentence vectors.
-    model: BertModel,
-    /// The model's tokenizer, re-configured to pad to the longest text of a chunk and truncate at 256 tokens.
+    model: BertEncoder,
+    /// The model's tokenizer, re-configured not to pad and to truncate at 256 tokens.
     tokenizer: Tokenizer,
     /// How token vectors become one sentence vector, from `1_Pooling/config.json` (mean if absent).
     pooling: Pooling,
@@ -70,8 +68,6 @@ pub struct LocalEmbedder {
     dimension: usize,
     /// `local-bert-<dimension>-<hash of the model files>`, so stores refuse vectors of other weights.
     model_id: String,
-    /// Device the input tensors are created on (always the CPU).
-    device: Device,
     /// Put before a question (`config_sentence_transformers.json` prompt `query`; e5: "query: ").
     query_prompt: String,
     /// Put before a stored text (prompt `document` or `passage`; e5: "passage: ").
@@ -149,16 +145,21 @@ impl LocalEmbedder {
         let (query_prompt, document_prompt) =
             (prompt(&["query"]), prompt(&["document", "passage"]));
 
-        let device = Device::Cpu;
-        let tensors = candle_core::safetensors::load(&weights_path, &device)
+        let tensors = candle_core::safetensors::load(&weights_path, &Device::Cpu)
             .map_err(|e| bad_dir(format!("cannot read {}: {e}", weights_path.display())))?;
-        let tensors = tensors
+        let weights = tensors
             .into_iter()
-            .map(|(name, tensor)| Ok((name.clone(), lay_out_for_matmul(&name, tensor)?)))
+            .map(|(name, tensor)| {
+                let shape = tensor.dims().to_vec();
+                let values = tensor
+                    .to_dtype(DType::F32)?
+                    .flatten_all()?
+                    .to_vec1::<f32>()?;
+                Ok((name, Weight { shape, values }))
+            })
             .collect::<candle_core::Result<std::collections::HashMap<_, _>>>()
             .map_err(|e| bad_dir(format!("cannot read {}: {e}", weights_path.display())))?;
-        let vb = VarBuilder::from_tensors(tensors, DTYPE, &device);
-        let model = BertModel::load(vb, &config).map_err(|e| {
+        let model = BertEncoder::load(&config, weights).map_err(|e| {
             bad_dir(format!(
                 "{} does not match {}: {e}",
                 weights_path.display(),
@@ -192,7 +193,6 @@ impl LocalEmbedder {
             pooling,
             dimension,
             model_id,
-            device,
             query_prompt,
             document_prompt,
             pool: None,
@@ -229,68 +229,88 @@ impl LocalEmbedder {
         cls: u32,
         sep: u32,
     ) -> anyhow::Result<Vec<(Vec<f32>, Vec<f32>)>> {
+        let hidden = self.model.hidden_size();
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(256) {
-            let rows = chunk.len();
-            let input: Vec<u32> = chunk.iter().flat_map(|&id| [cls, id, sep]).collect();
-            let input = Tensor::from_vec(input, (rows, 3), &self.device)?;
-            let type_ids = input.zeros_like()?;
-            let mask = input.ones_like()?;
-            let hidden = self.model.forward(&input, &type_ids, Some(&mask))?;
-            let mean = hidden.mean(1)?.to_vec2::<f32>()?;
-            let own = hidden.narrow(1, 1, 1)?.squeeze(1)?.to_vec2::<f32>()?;
-            out.extend(mean.into_iter().zip(own));
+            let inputs: Vec<[u32; 3]> = chunk.iter().map(|&id| [cls, id, sep]).collect();
+            let sequences: Vec<Sequence> = inputs
+                .iter()
+                .map(|input| Sequence {
+                    ids: input,
+                    type_ids: &[0; 3],
+                })
+                .collect();
+            let states = self
+                .model
+                .forward(&sequences, true)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            for rows in states.chunks_exact(3 * hidden) {
+                let mean = (0..hidden)
+                    .map(|i| (rows[i] + rows[hidden + i] + rows[2 * hidden + i]) / 3.0)
+                    .collect();
+                out.push((mean, rows[hidden..2 * hidden].to_vec()));
+            }
         }
         Ok(out)
     }
 
-    /// Embed one chunk of at most [`CHUNK_SIZE`] texts, padded to the longest of them.
-    fn embed_chunk(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
-        let rows = encodings.len();
-        let cols = encodings.first().map_or(0, |encoding| encoding.len());
-        let mut ids = Vec::with_capacity(rows * cols);
-        let mut type_ids = Vec::with_capacity(rows * cols);
-        let mut mask = Vec::with_capacity(rows * cols);
-        for encoding in &encodings {
-            anyhow::ensure!(
-                encoding.len() == cols,
-                "tokenizer returned rows of different lengths ({} and {cols})",
-                encoding.len()
-            );
-            ids.extend_from_slice(encoding.get_ids());
-            type_ids.extend_from_slice(encoding.get_type_ids());
-            mask.extend_from_slice(encoding.get_attention_mask());
+    /// Run the tokenized `encodings` through the model together and pool each into
+    /// one unit vector. `parallel`: the matrix products may use the pool's threads.
+    fn embed_encoded(
+        &self,
+        encodings: &[Encoding],
+        parallel: bool,
+    ) -> anyhow::Result<Vec<Vec<f32>>> {
+        let sequences: Vec<Sequence> = encodings
+            .iter()
+            .map(|encoding| Sequence {
+                ids: encoding.get_ids(),
+                type_ids: encoding.get_type_ids(),
+            })
+            .collect();
+        let states = self
+            .model
+            .forward(&sequences, parallel)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let hidden = self.dimension;
+        let mut vectors = Vec::with_capacity(sequences.len());
+        let mut offset = 0;
+        for sequence in &sequences {
+            let len = sequence.ids.len();
+            let rows = &states[offset * hidden..(offset + len) * hidden];
+            offset += len;
+            let mut vector = match self.pooling {
+                Pooling::Cls => rows
+                    .get(..hidden)
+                    .map_or_else(|| vec![0.0; hidden], <[f32]>::to_vec),
+                Pooling::Max => {
+                    let mut max = vec![f32::NEG_INFINITY; hidden];
+                    for row in rows.chunks_exact(hidden) {
+                        max.iter_mut().zip(row).for_each(|(m, v)| *m = m.max(*v));
+                    }
+                    max
+                }
+                Pooling::Mean | Pooling::MeanSqrtLen => {
+                    let mut sum = vec![0.0f32; hidden];
+                    for row in rows.chunks_exact(hidden) {
+                        sum.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+                    }
+                    let count = (len as f32).max(1e-9);
+                    let divisor = if self.pooling == Pooling::Mean {
+                        count
+                    } else {
+                        count.sqrt()
+                    };
+                    sum.iter_mut().for_each(|s| *s /= divisor);
+                    sum
+                }
+            };
+            if len == 0 {
+                vector.fill(0.0);
+            }
+            l2_normalize(&mut vector);
+            vectors.push(vector);
         }
-        let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
-        let type_ids = Tensor::from_vec(type_ids, (rows, cols), &self.device)?;
-        let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
-
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let pooled = match self.pooling {
-            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Max => {
-                // Padding positions get -1e9 so they never win, as in sentence-transformers.
-                let penalty = ((&mask - 1.0)? * 1e9)?;
-                hidden.broadcast_add(&penalty)?.max(1)?
-            }
-            Pooling::Mean | Pooling::MeanSqrtLen => {
-                let sum = hidden.broadcast_mul(&mask)?.sum(1)?;
-                let count = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-                let count = if self.pooling == Pooling::Mean {
-                    count
-                } else {
-                    count.sqrt()?
-                };
-                sum.broadcast_div(&count)?
-            }
-        };
-        let mut vectors = pooled.to_vec2::<f32>()?;
-        vectors.iter_mut().for_each(|vector| l2_normalize(vector));
         Ok(vectors)
     }
 }
@@ -323,63 +343,73 @@ impl LocalEmbedder {
         if !prompt.is_empty() {
             let prompted: Vec<String> = texts.iter().map(|t| format!("{prompt}{t}")).collect();
             let refs: Vec<&str> = prompted.iter().map(String::as_str).collect();
-            return self.embed_sorted(&refs);
+            return self.embed_on_pool(&refs);
         }
-        self.embed_sorted(texts)
+        self.embed_on_pool(texts)
     }
 
     /// Embed on the configured threads (see [`LocalEmbedder::with_threads`]).
-    fn embed_sorted(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+    fn embed_on_pool(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
         match &self.pool {
-            Some(pool) => pool.install(|| self.embed_sorted_here(texts)),
-            None => self.embed_sorted_here(texts),
+            Some(pool) => pool.install(|| self.embed_here(texts)),
+            None => self.embed_here(texts),
         }
     }
 
-    /// Embed in chunks of similar length (longest first), answering in input order.
-    fn embed_sorted_here(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
-        // Longest texts first so each chunk holds texts of similar length and little
-        // padding; results go back to their input positions.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&index| std::cmp::Reverse(texts[index].len()));
-        let mut vectors = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(CHUNK_SIZE) {
-            let batch: Vec<&str> = chunk.iter().map(|&index| texts[index]).collect();
-            let embedded = self.embed_chunk(&batch).map_err(|e| {
-                MemoryError::internal(format!("local embedder {} failed: {e}", self.model_id))
-            })?;
-            if embedded.len() != chunk.len() {
-                return Err(MemoryError::internal(format!(
-                    "local embedder {} returned {} vectors for {} texts",
-                    self.model_id,
-                    embedded.len(),
-                    chunk.len()
-                )));
+    /// Tokenize `texts`, run them in chunks of at most [`CHUNK_TOKENS`] tokens (the
+    /// chunks side by side when there are several and threads to spare, else each
+    /// chunk's matrix products on every thread), answering in input order.
+    fn embed_here(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
+        let failed = |e: String| {
+            MemoryError::internal(format!("local embedder {} failed: {e}", self.model_id))
+        };
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| failed(format!("tokenizer failed: {e}")))?;
+        // As many chunks as threads (when there are texts enough), each at most
+        // CHUNK_TOKENS tokens unless one text is longer, of similar token counts.
+        let total: usize = encodings.iter().map(Encoding::len).sum();
+        let threads = rayon::current_num_threads().min(encodings.len()).max(1);
+        let parts = total.div_ceil(CHUNK_TOKENS).max(threads);
+        let budget = total.div_ceil(parts).max(1);
+        let mut chunks = Vec::new();
+        let (mut start, mut tokens) = (0, 0);
+        for (index, encoding) in encodings.iter().enumerate() {
+            if index > start && tokens + encoding.len() > budget {
+                chunks.push(start..index);
+                (start, tokens) = (index, 0);
             }
-            for (&index, vector) in chunk.iter().zip(embedded) {
-                vectors[index] = vector;
-            }
+            tokens += encoding.len();
+        }
+        if start < encodings.len() {
+            chunks.push(start..encodings.len());
+        }
+        let run = |range: std::ops::Range<usize>, parallel: bool| {
+            self.embed_encoded(&encodings[range], parallel)
+                .map_err(|e| failed(e.to_string()))
+        };
+        let embedded: Vec<MemoryResult<Vec<Vec<f32>>>> =
+            if chunks.len() > 1 && rayon::current_num_threads() > 1 {
+                chunks
+                    .into_par_iter()
+                    .map(|range| run(range, false))
+                    .collect()
+            } else {
+                chunks.into_iter().map(|range| run(range, true)).collect()
+            };
+        let mut vectors = Vec::with_capacity(texts.len());
+        for chunk in embedded {
+            vectors.extend(chunk?);
+        }
+        if vectors.len() != texts.len() {
+            return Err(failed(format!(
+                "{} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            )));
         }
         Ok(vectors)
-    }
-}
-
-/// A linear layer's weight stored transposed in memory, so the product the layer
-/// computes (`x · Wᵀ`) reads a contiguous right-hand side.
-///
-/// `candle_nn::Linear` multiplies by `weight.t()`; with the file's row-major
-/// `(out, in)` weight that operand is strided and the matrix multiplication packs it
-/// column by column on every call, which for a short question (a dozen tokens) costs
-/// as much as the multiplication itself. The tensor keeps its logical shape, so the
-/// model loads and computes exactly as before (same values, ~35% less time per
-/// layer). Embedding tables and 1-D parameters are left as they are.
-fn lay_out_for_matmul(name: &str, tensor: Tensor) -> candle_core::Result<Tensor> {
-    let is_linear_weight =
-        name.ends_with(".weight") && tensor.rank() == 2 && !name.contains("embeddings");
-    if is_linear_weight {
-        tensor.t()?.contiguous()?.t()
-    } else {
-        Ok(tensor)
     }
 }
 
@@ -416,26 +446,16 @@ fn read_bytes(path: &Path) -> MemoryResult<Vec<u8>> {
     std::fs::read(path).map_err(|e| bad_dir(format!("cannot read {}: {e}", path.display())))
 }
 
-/// Tokenizer from `tokenizer.json`, padding to the longest text of a batch and truncating
+/// Tokenizer from `tokenizer.json`, without padding (the encoder packs texts) and truncating
 /// at `max_tokens` (`sentence_bert_config.json`'s `max_seq_length`, else [`MAX_TOKENS`]).
 ///
-/// The packaged tokenizer pads and truncates to a fixed 128 tokens; fixed padding
+/// The packaged tokenizer pads and truncates to a fixed 128 tokens; padding
 /// wastes work and 128 cuts texts that sentence-transformers would read up to 256.
 fn load_tokenizer(path: &Path, config: &Config, max_tokens: usize) -> MemoryResult<Tokenizer> {
     let mut tokenizer = Tokenizer::from_file(path)
         .map_err(|e| bad_dir(format!("cannot load tokenizer {}: {e}", path.display())))?;
-    let padding = match tokenizer.get_padding() {
-        Some(existing) => existing.clone(),
-        None => PaddingParams {
-            pad_id: u32::try_from(config.pad_token_id).unwrap_or(0),
-            ..PaddingParams::default()
-        },
-    };
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        pad_to_multiple_of: None,
-        ..padding
-    }));
+    // The encoder packs texts without padding.
+    tokenizer.with_padding(None);
     let truncation = tokenizer.get_truncation().cloned().unwrap_or_default();
     tokenizer
         .with_truncation(Some(TruncationParams {

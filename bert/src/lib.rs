@@ -1,0 +1,916 @@
+//! # mnemos-bert
+//!
+//! A BERT encoder's forward pass on the CPU, written for sentence embedding.
+//!
+//! [`BertEncoder::forward`] runs a batch of token sequences *packed* one after the
+//! other: the linear layers multiply every token of every sequence in one matrix
+//! product (the `gemm` crate), and attention runs per sequence, so no token is padded
+//! and no position is masked. The element-wise steps (bias, GELU, residual, layer norm,
+//! softmax) are fused loops over rows instead of one tensor operation each. The values
+//! are those of Hugging Face's `BertModel` in float32 (the local embedder's tests pin
+//! sentence-transformers' reference vectors to 1e-4).
+//!
+//! It is its own crate so that debug builds of the service (its tests) still run it
+//! optimised (`[profile.dev.package.mnemos-bert]` in the workspace manifest).
+
+use std::collections::HashMap;
+
+use gemm::Parallelism;
+use rayon::prelude::*;
+use serde::Deserialize;
+
+/// Tokens one pass of the encoder takes at most (beyond one sequence); bounds the
+/// activations held at once (about 4096 × 1536 floats for MiniLM's widest layer).
+pub const CHUNK_TOKENS: usize = 4096;
+
+/// The fields of a Hugging Face BERT `config.json` the encoder reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BertConfig {
+    /// Rows of the word embedding table.
+    pub vocab_size: usize,
+    /// Width of every token vector (384 for MiniLM).
+    pub hidden_size: usize,
+    /// Transformer layers run one after the other.
+    pub num_hidden_layers: usize,
+    /// Heads the hidden width is split into for attention.
+    pub num_attention_heads: usize,
+    /// Width of the feed-forward layer between the two dense layers of a block.
+    pub intermediate_size: usize,
+    /// The feed-forward activation (`gelu`, `gelu_new`, `gelu_pytorch_tanh`, `relu`).
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    /// Longest sequence the position table covers.
+    pub max_position_embeddings: usize,
+    /// Rows of the token-type (segment) table.
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    /// Added to the variance in every layer norm.
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    /// The padding token (the tokenizer's default pad id when it has none).
+    #[serde(default)]
+    pub pad_token_id: usize,
+    /// `bert` for the models this encoder runs; other types are refused at load.
+    #[serde(default)]
+    pub model_type: Option<String>,
+    /// Only `absolute` positions are implemented.
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+/// BERT's default activation.
+fn default_act() -> String {
+    "gelu".to_string()
+}
+
+/// BERT's default number of segments.
+fn default_type_vocab() -> usize {
+    2
+}
+
+/// BERT's default layer-norm epsilon.
+fn default_eps() -> f64 {
+    1e-12
+}
+
+/// The feed-forward activation of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activation {
+    /// `x · Φ(x)` with the exact normal CDF (Hugging Face's `gelu`).
+    GeluErf,
+    /// The tanh approximation of GELU (`gelu_new`, `gelu_pytorch_tanh`).
+    GeluTanh,
+    /// `max(x, 0)`.
+    Relu,
+}
+
+/// A linear layer `y = x · W + b` with `W` stored `(inputs × outputs)` row-major, so
+/// the product reads both operands contiguously.
+struct Dense {
+    /// The weight, transposed from the file's `(outputs, inputs)` layout.
+    weight: Vec<f32>,
+    /// Added to every output row.
+    bias: Vec<f32>,
+    /// Width of an input row.
+    inputs: usize,
+    /// Width of an output row.
+    outputs: usize,
+}
+
+/// Scale and shift of a layer norm.
+struct Norm {
+    /// Multiplies each normalised component.
+    gamma: Vec<f32>,
+    /// Added after scaling.
+    beta: Vec<f32>,
+}
+
+/// One transformer block.
+struct Layer {
+    /// Query, key and value projections side by side (`hidden × 3·hidden`).
+    qkv: Dense,
+    /// Projection of the attention context back to the hidden width.
+    attention_out: Dense,
+    /// Layer norm after the attention's residual sum.
+    attention_norm: Norm,
+    /// First feed-forward layer (hidden → intermediate).
+    intermediate: Dense,
+    /// Second feed-forward layer (intermediate → hidden).
+    output: Dense,
+    /// Layer norm after the feed-forward residual sum.
+    output_norm: Norm,
+}
+
+/// One token sequence of a batch: word ids and segment ids of the same length.
+#[derive(Debug, Clone, Copy)]
+pub struct Sequence<'a> {
+    /// Word-piece ids, special tokens included.
+    pub ids: &'a [u32],
+    /// Segment of each token (all zero for a single sentence).
+    pub type_ids: &'a [u32],
+}
+
+/// A BERT encoder (embeddings and transformer blocks, no pooler) in float32.
+pub struct BertEncoder {
+    /// Word embedding table, `vocab × hidden`.
+    word_embeddings: Vec<f32>,
+    /// Absolute position table, `max_positions × hidden`.
+    position_embeddings: Vec<f32>,
+    /// Segment table, `type_vocab × hidden`.
+    type_embeddings: Vec<f32>,
+    /// Layer norm of the summed embeddings.
+    embedding_norm: Norm,
+    /// The transformer blocks in order.
+    layers: Vec<Layer>,
+    /// Width of a token vector.
+    hidden: usize,
+    /// Attention heads per block.
+    heads: usize,
+    /// Rows of the word table (ids at or past it are refused).
+    vocab: usize,
+    /// Rows of the position table: the longest sequence accepted.
+    max_positions: usize,
+    /// Rows of the segment table.
+    type_vocab: usize,
+    /// Layer-norm epsilon.
+    eps: f32,
+    /// The feed-forward activation.
+    activation: Activation,
+}
+
+/// A weight read from the checkpoint: its shape and its values as float32.
+pub struct Weight {
+    /// Dimensions, outermost first.
+    pub shape: Vec<usize>,
+    /// Row-major values.
+    pub values: Vec<f32>,
+}
+
+impl BertEncoder {
+    /// Build the encoder from `config` and the checkpoint's tensors (names as in
+    /// Hugging Face's `BertModel`, optionally under `bert.` or `<model_type>.`).
+    pub fn load(config: &BertConfig, mut weights: HashMap<String, Weight>) -> Result<Self, String> {
+        if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+            return Err(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                config.hidden_size, config.num_attention_heads
+            ));
+        }
+        if let Some(kind) = config.position_embedding_type.as_deref() {
+            if kind != "absolute" {
+                return Err(format!(
+                    "position_embedding_type `{kind}` is not supported (only `absolute`)"
+                ));
+            }
+        }
+        let activation = match config.hidden_act.as_str() {
+            "gelu" => Activation::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
+            other => return Err(format!("hidden_act `{other}` is not supported")),
+        };
+        let prefix = [
+            "",
+            "bert.",
+            &format!("{}.", config.model_type.as_deref().unwrap_or("bert")),
+        ]
+        .into_iter()
+        .find(|prefix| weights.contains_key(&format!("{prefix}embeddings.word_embeddings.weight")))
+        .ok_or("no tensor embeddings.word_embeddings.weight (nor under bert.)")?
+        .to_string();
+        let hidden = config.hidden_size;
+        let mut take = |name: &str, shape: &[usize]| -> Result<Vec<f32>, String> {
+            let full = format!("{prefix}{name}");
+            let weight = weights
+                .remove(&full)
+                .ok_or_else(|| format!("no tensor {full}"))?;
+            if weight.shape != shape {
+                return Err(format!(
+                    "tensor {full} has shape {:?}, config.json implies {shape:?}",
+                    weight.shape
+                ));
+            }
+            Ok(weight.values)
+        };
+        let word_embeddings = take(
+            "embeddings.word_embeddings.weight",
+            &[config.vocab_size, hidden],
+        )?;
+        let position_embeddings = take(
+            "embeddings.position_embeddings.weight",
+            &[config.max_position_embeddings, hidden],
+        )?;
+        let type_embeddings = take(
+            "embeddings.token_type_embeddings.weight",
+            &[config.type_vocab_size, hidden],
+        )?;
+        let embedding_norm = Norm {
+            gamma: take("embeddings.LayerNorm.weight", &[hidden])?,
+            beta: take("embeddings.LayerNorm.bias", &[hidden])?,
+        };
+        let inner = config.intermediate_size;
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for index in 0..config.num_hidden_layers {
+            let base = format!("encoder.layer.{index}");
+            let mut dense = |name: &str, inputs: usize, outputs: usize| -> Result<Dense, String> {
+                let weight = take(&format!("{base}.{name}.weight"), &[outputs, inputs])?;
+                let bias = take(&format!("{base}.{name}.bias"), &[outputs])?;
+                Ok(Dense {
+                    weight: transpose(&weight, outputs, inputs),
+                    bias,
+                    inputs,
+                    outputs,
+                })
+            };
+            let query = dense("attention.self.query", hidden, hidden)?;
+            let key = dense("attention.self.key", hidden, hidden)?;
+            let value = dense("attention.self.value", hidden, hidden)?;
+            let attention_out = dense("attention.output.dense", hidden, hidden)?;
+            let intermediate = dense("intermediate.dense", hidden, inner)?;
+            let output = dense("output.dense", inner, hidden)?;
+            let mut norm = |name: &str| -> Result<Norm, String> {
+                Ok(Norm {
+                    gamma: take(&format!("{base}.{name}.LayerNorm.weight"), &[hidden])?,
+                    beta: take(&format!("{base}.{name}.LayerNorm.bias"), &[hidden])?,
+                })
+            };
+            let attention_norm = norm("attention.output")?;
+            let output_norm = norm("output")?;
+            layers.push(Layer {
+                qkv: side_by_side(&[&query, &key, &value]),
+                attention_out,
+                attention_norm,
+                intermediate,
+                output,
+                output_norm,
+            });
+        }
+        Ok(Self {
+            word_embeddings,
+            position_embeddings,
+            type_embeddings,
+            embedding_norm,
+            layers,
+            hidden,
+            heads: config.num_attention_heads,
+            vocab: config.vocab_size,
+            max_positions: config.max_position_embeddings,
+            type_vocab: config.type_vocab_size,
+            eps: config.layer_norm_eps as f32,
+            activation,
+        })
+    }
+
+    /// Width of the token vectors [`BertEncoder::forward`] returns.
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    /// The last hidden state of every token of `sequences`, packed: sequence after
+    /// sequence, `hidden_size` floats per token. `parallel` lets the matrix products
+    /// use the current rayon pool's threads.
+    pub fn forward(&self, sequences: &[Sequence<'_>], parallel: bool) -> Result<Vec<f32>, String> {
+        let hidden = self.hidden;
+        let mut spans = Vec::with_capacity(sequences.len());
+        let mut tokens = 0;
+        for (index, sequence) in sequences.iter().enumerate() {
+            let len = sequence.ids.len();
+            if sequence.type_ids.len() != len {
+                return Err(format!(
+                    "sequence {index} has {len} ids and {} type ids",
+                    sequence.type_ids.len()
+                ));
+            }
+            if len > self.max_positions {
+                return Err(format!(
+                    "sequence {index} has {len} tokens; the model takes at most {}",
+                    self.max_positions
+                ));
+            }
+            spans.push((tokens, len));
+            tokens += len;
+        }
+        let parallelism = match rayon::current_num_threads() {
+            threads if parallel && threads > 1 => Parallelism::Rayon(threads),
+            _ => Parallelism::None,
+        };
+
+        // Embeddings: word + position + segment, then layer norm.
+        let mut x = Vec::with_capacity(tokens * hidden);
+        for sequence in sequences {
+            for (position, (&id, &segment)) in
+                sequence.ids.iter().zip(sequence.type_ids).enumerate()
+            {
+                let (id, segment) = (id as usize, segment as usize);
+                if id >= self.vocab || segment >= self.type_vocab {
+                    return Err(format!(
+                        "token id {id} or type id {segment} is outside the model's tables"
+                    ));
+                }
+                let word = &self.word_embeddings[id * hidden..][..hidden];
+                let place = &self.position_embeddings[position * hidden..][..hidden];
+                let kind = &self.type_embeddings[segment * hidden..][..hidden];
+                x.extend(
+                    word.iter()
+                        .zip(place)
+                        .zip(kind)
+                        .map(|((w, p), k)| w + p + k),
+                );
+            }
+        }
+        layer_norm(&mut x, hidden, &self.embedding_norm, self.eps);
+
+        let mut qkv = Vec::new();
+        let mut context = vec![0.0f32; tokens * hidden];
+        let mut attended = Vec::new();
+        let mut inner = Vec::new();
+        let mut out = Vec::new();
+        let mut scratch = Vec::new();
+        for layer in &self.layers {
+            linear(&x, tokens, &layer.qkv, &mut qkv, parallelism);
+            self.attention(&qkv, &spans, &mut context, &mut scratch);
+            linear(
+                &context,
+                tokens,
+                &layer.attention_out,
+                &mut attended,
+                parallelism,
+            );
+            add_assign(&mut attended, &x);
+            layer_norm(&mut attended, hidden, &layer.attention_norm, self.eps);
+            linear(
+                &attended,
+                tokens,
+                &layer.intermediate,
+                &mut inner,
+                parallelism,
+            );
+            activate(&mut inner, self.activation);
+            linear(&inner, tokens, &layer.output, &mut out, parallelism);
+            add_assign(&mut out, &attended);
+            layer_norm(&mut out, hidden, &layer.output_norm, self.eps);
+            std::mem::swap(&mut x, &mut out);
+        }
+        Ok(x)
+    }
+
+    /// Scaled dot-product attention of every head within each span of tokens, written
+    /// into `context` (`tokens × hidden`); `qkv` holds query, key and value per token.
+    fn attention(
+        &self,
+        qkv: &[f32],
+        spans: &[(usize, usize)],
+        context: &mut [f32],
+        scores: &mut Vec<f32>,
+    ) {
+        let hidden = self.hidden;
+        let width = hidden / self.heads;
+        let scale = 1.0 / (width as f32).sqrt();
+        let stride = 3 * hidden;
+        for &(start, len) in spans {
+            scores.clear();
+            scores.resize(len, 0.0);
+            for head in 0..self.heads {
+                let offset = head * width;
+                for i in 0..len {
+                    let query = &qkv[(start + i) * stride + offset..][..width];
+                    for (j, score) in scores.iter_mut().enumerate() {
+                        let key = &qkv[(start + j) * stride + hidden + offset..][..width];
+                        *score = dot(query, key) * scale;
+                    }
+                    softmax(scores);
+                    let row = &mut context[(start + i) * hidden + offset..][..width];
+                    row.fill(0.0);
+                    for (j, &weight) in scores.iter().enumerate() {
+                        let value = &qkv[(start + j) * stride + 2 * hidden + offset..][..width];
+                        row.iter_mut()
+                            .zip(value)
+                            .for_each(|(c, v)| *c += weight * v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `(rows × cols)` row-major → `(cols × rows)` row-major.
+fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; values.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = values[r * cols + c];
+        }
+    }
+    out
+}
+
+/// Dense layers with the same inputs joined into one, outputs side by side.
+fn side_by_side(parts: &[&Dense]) -> Dense {
+    let inputs = parts[0].inputs;
+    let outputs: usize = parts.iter().map(|part| part.outputs).sum();
+    let mut weight = Vec::with_capacity(inputs * outputs);
+    for row in 0..inputs {
+        for part in parts {
+            weight.extend_from_slice(&part.weight[row * part.outputs..][..part.outputs]);
+        }
+    }
+    let bias = parts
+        .iter()
+        .flat_map(|part| part.bias.iter().copied())
+        .collect();
+    Dense {
+        weight,
+        bias,
+        inputs,
+        outputs,
+    }
+}
+
+/// `out = x · W + b` for `rows` rows of `x`.
+fn linear(x: &[f32], rows: usize, dense: &Dense, out: &mut Vec<f32>, parallelism: Parallelism) {
+    assert_eq!(x.len(), rows * dense.inputs, "linear layer input shape");
+    out.clear();
+    out.reserve(rows * dense.outputs);
+    for _ in 0..rows {
+        out.extend_from_slice(&dense.bias);
+    }
+    if rows == 0 {
+        return;
+    }
+    // SAFETY: `out` is `rows × outputs`, `x` is `rows × inputs` and the weight is
+    // `inputs × outputs`, all row-major, contiguous and non-overlapping, as the
+    // strides below describe (column stride 1, row stride the row width).
+    unsafe {
+        gemm::gemm(
+            rows,
+            dense.outputs,
+            dense.inputs,
+            out.as_mut_ptr(),
+            1,
+            dense.outputs as isize,
+            true,
+            x.as_ptr(),
+            1,
+            dense.inputs as isize,
+            dense.weight.as_ptr(),
+            1,
+            dense.outputs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// `a += b`, element by element.
+fn add_assign(a: &mut [f32], b: &[f32]) {
+    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+}
+
+/// Normalise each `width`-wide row of `x` to zero mean and unit variance, then scale and shift.
+fn layer_norm(x: &mut [f32], width: usize, norm: &Norm, eps: f32) {
+    let normalise = |row: &mut [f32]| {
+        let mean = row.iter().sum::<f32>() / width as f32;
+        let variance = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / width as f32;
+        let inverse = 1.0 / (variance + eps).sqrt();
+        for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
+            *v = (*v - mean) * inverse * g + b;
+        }
+    };
+    if x.len() >= 64 * width && rayon::current_num_threads() > 1 {
+        x.par_chunks_mut(width).for_each(normalise);
+    } else {
+        x.chunks_mut(width).for_each(normalise);
+    }
+}
+
+/// Apply the feed-forward activation in place.
+fn activate(x: &mut [f32], activation: Activation) {
+    let apply = |chunk: &mut [f32]| match activation {
+        Activation::GeluErf => chunk.iter_mut().for_each(|v| *v = gelu_erf(*v)),
+        Activation::GeluTanh => chunk.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
+        Activation::Relu => chunk.iter_mut().for_each(|v| *v = v.max(0.0)),
+    };
+    if x.len() >= 1 << 16 && rayon::current_num_threads() > 1 {
+        x.par_chunks_mut(1 << 14).for_each(apply);
+    } else {
+        apply(x);
+    }
+}
+
+/// Sum of the products of two equally long slices.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight partial sums let the compiler keep a vector register of them.
+    let mut sums = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for lane in 0..8 {
+            sums[lane] += x[lane] * y[lane];
+        }
+    }
+    sums.iter().sum::<f32>() + tail
+}
+
+/// Softmax of `scores` in place.
+fn softmax(scores: &mut [f32]) {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut total = 0.0;
+    for score in scores.iter_mut() {
+        *score = exp(*score - max);
+        total += *score;
+    }
+    let inverse = 1.0 / total;
+    scores.iter_mut().for_each(|score| *score *= inverse);
+}
+
+/// `e^x` for float32 without a library call, so loops over it vectorise: `x = k·ln2 + r`
+/// with `k` an integer (its power of two built in the exponent bits) and `|r| ≤ ln2/2`
+/// (ln 2 split in two so `r` is exact), `e^r` a degree-7 Taylor polynomial
+/// (relative error below 3e-7 over the float range).
+#[inline]
+fn exp(x: f32) -> f32 {
+    /// ln 2's leading bits: `k · LN2_HIGH` is exact for every `|k| ≤ 128`.
+    const LN2_HIGH: f32 = 0.693_359_4;
+    /// The rest of ln 2.
+    const LN2_LOW: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.0, 88.0);
+    let whole = (x * std::f32::consts::LOG2_E).round();
+    let r = (x - whole * LN2_HIGH) - whole * LN2_LOW;
+    let mut term = 1.0f32 / 5040.0;
+    term = term * r + 1.0 / 720.0;
+    term = term * r + 1.0 / 120.0;
+    term = term * r + 1.0 / 24.0;
+    term = term * r + 1.0 / 6.0;
+    term = term * r + 0.5;
+    term = term * r + 1.0;
+    term = term * r + 1.0;
+    let power = f32::from_bits(((whole as i32 + 127) as u32) << 23);
+    term * power
+}
+
+/// The error function, Abramowitz and Stegun 7.1.26 (absolute error < 1.5e-7).
+#[inline]
+fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
+    let y = 1.0 - poly * exp(-a * a);
+    y.copysign(x)
+}
+
+/// GELU with the exact normal CDF: `x · ½ (1 + erf(x / √2))`.
+#[inline]
+fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// GELU's tanh approximation: `½ x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+#[inline]
+fn gelu_tanh(x: f32) -> f32 {
+    let inner = 0.797_884_6 * (x + 0.044_715 * x * x * x);
+    // tanh(u) = 1 - 2 / (e^{2u} + 1)
+    let tanh = 1.0 - 2.0 / (exp(2.0 * inner) + 1.0);
+    0.5 * x * (1.0 + tanh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_the_standard_library() {
+        let mut worst = 0.0f32;
+        let mut x = -30.0f32;
+        while x < 30.0 {
+            let relative = ((exp(x) - x.exp()) / x.exp()).abs();
+            worst = worst.max(relative);
+            x += 0.0137;
+        }
+        assert!(worst < 3e-7, "worst relative error {worst}");
+        assert!(exp(-200.0) < 1e-37);
+        assert!(exp(200.0).is_finite());
+    }
+
+    #[test]
+    fn erf_and_gelu_match_their_definitions() {
+        // erf reference values (to 1e-9) from the series definition.
+        for (x, want) in [
+            (0.0f32, 0.0f64),
+            (0.1, 0.112_462_916),
+            (0.5, 0.520_499_878),
+            (1.0, 0.842_700_793),
+            (2.0, 0.995_322_265),
+            (3.0, 0.999_977_910),
+        ] {
+            assert!((erf(x) as f64 - want).abs() < 4e-7, "erf({x}) = {}", erf(x));
+            assert!((erf(-x) as f64 + want).abs() < 4e-7, "erf(-{x})");
+        }
+        assert!((gelu_erf(1.0) - 0.841_344_7).abs() < 1e-6);
+        assert!((gelu_erf(-1.0) + 0.158_655_3).abs() < 1e-6);
+        assert_eq!(gelu_erf(-20.0), 0.0);
+        assert!((gelu_tanh(1.0) - 0.841_192).abs() < 1e-5);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut scores = [1.0f32, 3.0, -2.0, 3.0];
+        softmax(&mut scores);
+        assert!((scores.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(scores[1] > scores[0] && scores[0] > scores[2]);
+        assert_eq!(scores[1], scores[3]);
+    }
+
+    /// A tiny random BERT whose forward pass is checked against a naive, padded,
+    /// masked implementation written straight from the definition.
+    #[test]
+    fn packed_forward_equals_a_padded_masked_reference() {
+        let config = BertConfig {
+            vocab_size: 11,
+            hidden_size: 8,
+            num_hidden_layers: 2,
+            num_attention_heads: 2,
+            intermediate_size: 12,
+            hidden_act: "gelu".into(),
+            max_position_embeddings: 9,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            pad_token_id: 0,
+            model_type: Some("bert".into()),
+            position_embedding_type: None,
+        };
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+        };
+        let mut weights = HashMap::new();
+        let mut put = |name: String, shape: Vec<usize>| {
+            let values = (0..shape.iter().product::<usize>())
+                .map(|_| next())
+                .collect();
+            weights.insert(name, Weight { shape, values });
+        };
+        put("embeddings.word_embeddings.weight".into(), vec![11, 8]);
+        put("embeddings.position_embeddings.weight".into(), vec![9, 8]);
+        put("embeddings.token_type_embeddings.weight".into(), vec![2, 8]);
+        put("embeddings.LayerNorm.weight".into(), vec![8]);
+        put("embeddings.LayerNorm.bias".into(), vec![8]);
+        for layer in 0..2 {
+            let base = format!("encoder.layer.{layer}");
+            for (name, outputs, inputs) in [
+                ("attention.self.query", 8, 8),
+                ("attention.self.key", 8, 8),
+                ("attention.self.value", 8, 8),
+                ("attention.output.dense", 8, 8),
+                ("intermediate.dense", 12, 8),
+                ("output.dense", 8, 12),
+            ] {
+                put(format!("{base}.{name}.weight"), vec![outputs, inputs]);
+                put(format!("{base}.{name}.bias"), vec![outputs]);
+            }
+            for name in ["attention.output", "output"] {
+                put(format!("{base}.{name}.LayerNorm.weight"), vec![8]);
+                put(format!("{base}.{name}.LayerNorm.bias"), vec![8]);
+            }
+        }
+        let reference = Reference::new(&weights);
+        let encoder = BertEncoder::load(&config, weights).unwrap();
+
+        let ids: [&[u32]; 3] = [&[1, 5, 9, 2], &[1, 3, 2], &[1, 4, 4, 7, 10, 6, 2]];
+        let types: [&[u32]; 3] = [&[0, 0, 0, 0], &[0, 1, 1], &[0, 0, 0, 1, 1, 1, 1]];
+        let sequences: Vec<Sequence> = ids
+            .iter()
+            .zip(types)
+            .map(|(ids, type_ids)| Sequence { ids, type_ids })
+            .collect();
+        let packed = encoder.forward(&sequences, false).unwrap();
+        let want = reference.forward_padded(&ids, &types);
+        assert_eq!(packed.len(), want.len());
+        let worst = packed
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            worst < 1e-5,
+            "packed differs from the padded reference by {worst}"
+        );
+
+        // Each sequence alone gives the same rows as in the batch.
+        let alone = encoder.forward(&sequences[2..], false).unwrap();
+        let worst = alone
+            .iter()
+            .zip(&packed[7 * 8..])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(worst < 1e-6, "alone differs from batched by {worst}");
+
+        let too_long: Vec<u32> = vec![1; 10];
+        let error = encoder
+            .forward(
+                &[Sequence {
+                    ids: &too_long,
+                    type_ids: &too_long,
+                }],
+                false,
+            )
+            .unwrap_err();
+        assert!(error.contains("at most 9"), "{error}");
+        let error = encoder
+            .forward(
+                &[Sequence {
+                    ids: &[11],
+                    type_ids: &[0],
+                }],
+                false,
+            )
+            .unwrap_err();
+        assert!(error.contains("outside"), "{error}");
+        assert!(encoder.forward(&[], false).unwrap().is_empty());
+    }
+
+    /// The definition of BERT's forward pass written plainly (f64, padding and an
+    /// additive mask as Hugging Face does), to check the packed implementation.
+    struct Reference {
+        /// Every tensor as f64, by name.
+        tensors: HashMap<String, (Vec<usize>, Vec<f64>)>,
+    }
+
+    impl Reference {
+        fn new(weights: &HashMap<String, Weight>) -> Self {
+            let tensors = weights
+                .iter()
+                .map(|(name, w)| {
+                    (
+                        name.clone(),
+                        (
+                            w.shape.clone(),
+                            w.values.iter().map(|&v| v as f64).collect(),
+                        ),
+                    )
+                })
+                .collect();
+            Self { tensors }
+        }
+
+        fn t(&self, name: &str) -> &[f64] {
+            &self.tensors[name].1
+        }
+
+        fn dense(&self, name: &str, x: &[f64]) -> Vec<f64> {
+            let (shape, w) = &self.tensors[&format!("{name}.weight")];
+            let (outputs, inputs) = (shape[0], shape[1]);
+            let b = self.t(&format!("{name}.bias"));
+            (0..outputs)
+                .map(|o| b[o] + (0..inputs).map(|i| w[o * inputs + i] * x[i]).sum::<f64>())
+                .collect()
+        }
+
+        fn norm(&self, name: &str, x: &[f64]) -> Vec<f64> {
+            let n = x.len() as f64;
+            let mean = x.iter().sum::<f64>() / n;
+            let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+            let (g, b) = (
+                self.t(&format!("{name}.weight")),
+                self.t(&format!("{name}.bias")),
+            );
+            x.iter()
+                .enumerate()
+                .map(|(i, v)| (v - mean) / (var + 1e-12).sqrt() * g[i] + b[i])
+                .collect()
+        }
+
+        fn forward_padded(&self, ids: &[&[u32]], types: &[&[u32]]) -> Vec<f32> {
+            let h = 8;
+            let longest = ids.iter().map(|s| s.len()).max().unwrap();
+            let mut out = Vec::new();
+            for (seq, seg) in ids.iter().zip(types) {
+                // Pad with id 0, type 0 and mask the padding out.
+                let mask: Vec<f64> = (0..longest)
+                    .map(|p| if p < seq.len() { 0.0 } else { f64::MIN / 2.0 })
+                    .collect();
+                let mut x: Vec<Vec<f64>> = (0..longest)
+                    .map(|p| {
+                        let (id, ty) = if p < seq.len() {
+                            (seq[p] as usize, seg[p] as usize)
+                        } else {
+                            (0, 0)
+                        };
+                        let e: Vec<f64> = (0..h)
+                            .map(|i| {
+                                self.t("embeddings.word_embeddings.weight")[id * h + i]
+                                    + self.t("embeddings.position_embeddings.weight")[p * h + i]
+                                    + self.t("embeddings.token_type_embeddings.weight")[ty * h + i]
+                            })
+                            .collect();
+                        self.norm("embeddings.LayerNorm", &e)
+                    })
+                    .collect();
+                for layer in 0..2 {
+                    let base = format!("encoder.layer.{layer}");
+                    let q: Vec<_> = x
+                        .iter()
+                        .map(|r| self.dense(&format!("{base}.attention.self.query"), r))
+                        .collect();
+                    let k: Vec<_> = x
+                        .iter()
+                        .map(|r| self.dense(&format!("{base}.attention.self.key"), r))
+                        .collect();
+                    let v: Vec<_> = x
+                        .iter()
+                        .map(|r| self.dense(&format!("{base}.attention.self.value"), r))
+                        .collect();
+                    let mut ctx = vec![vec![0.0; h]; longest];
+                    for head in 0..2 {
+                        let range = head * 4..head * 4 + 4;
+                        for i in 0..longest {
+                            let scores: Vec<f64> = (0..longest)
+                                .map(|j| {
+                                    range.clone().map(|d| q[i][d] * k[j][d]).sum::<f64>() / 2.0
+                                        + mask[j]
+                                })
+                                .collect();
+                            let max = scores.iter().copied().fold(f64::MIN, f64::max);
+                            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                            let total: f64 = e.iter().sum();
+                            for d in range.clone() {
+                                ctx[i][d] = (0..longest).map(|j| e[j] / total * v[j][d]).sum();
+                            }
+                        }
+                    }
+                    let attended: Vec<Vec<f64>> = (0..longest)
+                        .map(|i| {
+                            let a = self.dense(&format!("{base}.attention.output.dense"), &ctx[i]);
+                            let sum: Vec<f64> = a.iter().zip(&x[i]).map(|(a, b)| a + b).collect();
+                            self.norm(&format!("{base}.attention.output.LayerNorm"), &sum)
+                        })
+                        .collect();
+                    x = attended
+                        .iter()
+                        .map(|a| {
+                            let inner: Vec<f64> = self
+                                .dense(&format!("{base}.intermediate.dense"), a)
+                                .into_iter()
+                                .map(|u| 0.5 * u * (1.0 + series_erf(u / std::f64::consts::SQRT_2)))
+                                .collect();
+                            let o = self.dense(&format!("{base}.output.dense"), &inner);
+                            let sum: Vec<f64> = o.iter().zip(a).map(|(o, a)| o + a).collect();
+                            self.norm(&format!("{base}.output.LayerNorm"), &sum)
+                        })
+                        .collect();
+                }
+                for row in x.iter().take(seq.len()) {
+                    out.extend(row.iter().map(|&v| v as f32));
+                }
+            }
+            out
+        }
+    }
+
+    /// erf in f64 by its Maclaurin series (|x| is small in the tiny model).
+    fn series_erf(x: f64) -> f64 {
+        if x.abs() > 5.0 {
+            return x.signum();
+        }
+        let mut term = x;
+        let mut sum = x;
+        for n in 1..200 {
+            term *= -x * x / n as f64;
+            sum += term / (2 * n + 1) as f64;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    }
+}
