@@ -13,6 +13,7 @@
 //! It is its own crate so that debug builds of the service (its tests) still run it
 //! optimised (`[profile.dev.package.mnemos-bert]` in the workspace manifest).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use gemm::Parallelism;
@@ -170,7 +171,11 @@ impl BertEncoder {
     /// Build the encoder from `config` and the checkpoint's tensors (names as in
     /// Hugging Face's `BertModel`, optionally under `bert.` or `<model_type>.`).
     pub fn load(config: &BertConfig, mut weights: HashMap<String, Weight>) -> Result<Self, String> {
-        if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+        if config.num_attention_heads == 0
+            || !config
+                .hidden_size
+                .is_multiple_of(config.num_attention_heads)
+        {
             return Err(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 config.hidden_size, config.num_attention_heads
@@ -338,50 +343,105 @@ impl BertEncoder {
                 );
             }
         }
-        layer_norm(&mut x, hidden, &self.embedding_norm, self.eps);
-
-        let mut qkv = Vec::new();
-        let mut context = vec![0.0f32; tokens * hidden];
-        let mut attended = Vec::new();
-        let mut inner = Vec::new();
-        let mut out = Vec::new();
-        let mut scratch = Vec::new();
-        for layer in &self.layers {
-            linear(&x, tokens, &layer.qkv, &mut qkv, parallelism);
-            self.attention(&qkv, &spans, &mut context, &mut scratch);
-            linear(
-                &context,
-                tokens,
-                &layer.attention_out,
-                &mut attended,
-                parallelism,
-            );
-            add_assign(&mut attended, &x);
-            layer_norm(&mut attended, hidden, &layer.attention_norm, self.eps);
-            linear(
-                &attended,
-                tokens,
-                &layer.intermediate,
-                &mut inner,
-                parallelism,
-            );
-            activate(&mut inner, self.activation);
-            linear(&inner, tokens, &layer.output, &mut out, parallelism);
-            add_assign(&mut out, &attended);
-            layer_norm(&mut out, hidden, &layer.output_norm, self.eps);
-            std::mem::swap(&mut x, &mut out);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has AVX2 and FMA, as just checked.
+            unsafe { self.layers_avx2(&mut x, &spans, parallelism) };
+            return Ok(x);
         }
+        self.layers(&mut x, &spans, parallelism);
         Ok(x)
+    }
+
+    /// [`BertEncoder::layers`] compiled for AVX2 and FMA (eight floats per instruction),
+    /// chosen at run time on CPUs that have them.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn layers_avx2(
+        &self,
+        x: &mut Vec<f32>,
+        spans: &[(usize, usize)],
+        parallelism: Parallelism,
+    ) {
+        self.layers(x, spans, parallelism);
+    }
+
+    /// The embedding layer norm and every transformer block, in place on `x`
+    /// (`tokens × hidden`). Inlined into each caller so the element-wise loops are
+    /// vectorised for the caller's instruction set.
+    #[inline(always)]
+    fn layers(&self, x: &mut Vec<f32>, spans: &[(usize, usize)], parallelism: Parallelism) {
+        let hidden = self.hidden;
+        let wide = !matches!(parallelism, Parallelism::None);
+        layer_norm(x, hidden, &self.embedding_norm, self.eps, wide);
+        // Taken out of the thread-local, not borrowed inside a closure: a closure
+        // would be compiled without this function's instruction set. A rayon thread
+        // waiting inside a pass may run another pass; that one finds no buffers and
+        // makes its own.
+        let mut scratch = SCRATCH.with(Cell::take);
+        self.blocks(x, spans, parallelism, &mut scratch);
+        scratch.shrink_if_large();
+        SCRATCH.with(|cell| cell.set(scratch));
+    }
+
+    /// The transformer blocks, in place on `x`, with `scratch`'s buffers.
+    #[inline(always)]
+    fn blocks(
+        &self,
+        x: &mut Vec<f32>,
+        spans: &[(usize, usize)],
+        parallelism: Parallelism,
+        scratch: &mut Scratch,
+    ) {
+        let hidden = self.hidden;
+        let tokens = x.len() / hidden;
+        let wide = !matches!(parallelism, Parallelism::None);
+        let Scratch {
+            qkv,
+            context,
+            attended,
+            inner,
+            out,
+            scores,
+            keys,
+        } = scratch;
+        {
+            context.clear();
+            context.resize(tokens * hidden, 0.0);
+            for layer in &self.layers {
+                linear(x, tokens, &layer.qkv, qkv, parallelism);
+                self.attention(qkv, spans, context, scores, keys);
+                linear(context, tokens, &layer.attention_out, attended, parallelism);
+                add_assign(attended, x);
+                layer_norm(attended, hidden, &layer.attention_norm, self.eps, wide);
+                linear(attended, tokens, &layer.intermediate, inner, parallelism);
+                activate(inner, self.activation, wide);
+                linear(inner, tokens, &layer.output, out, parallelism);
+                add_assign(out, attended);
+                layer_norm(out, hidden, &layer.output_norm, self.eps, wide);
+                std::mem::swap(x, out);
+            }
+        }
     }
 
     /// Scaled dot-product attention of every head within each span of tokens, written
     /// into `context` (`tokens × hidden`); `qkv` holds query, key and value per token.
+    ///
+    /// Per sequence and head the keys are copied transposed into `keys`, so a query's
+    /// scores are `width` multiply-adds over contiguous rows of length `len`, and the
+    /// context is a sum of contiguous value rows: both vectorise.
+    #[inline(always)]
     fn attention(
         &self,
         qkv: &[f32],
         spans: &[(usize, usize)],
         context: &mut [f32],
         scores: &mut Vec<f32>,
+        keys: &mut Vec<f32>,
     ) {
         let hidden = self.hidden;
         let width = hidden / self.heads;
@@ -390,20 +450,30 @@ impl BertEncoder {
         for &(start, len) in spans {
             scores.clear();
             scores.resize(len, 0.0);
+            keys.clear();
+            keys.resize(width * len, 0.0);
+            let rows = &qkv[start * stride..(start + len) * stride];
             for head in 0..self.heads {
                 let offset = head * width;
-                for i in 0..len {
-                    let query = &qkv[(start + i) * stride + offset..][..width];
-                    for (j, score) in scores.iter_mut().enumerate() {
-                        let key = &qkv[(start + j) * stride + hidden + offset..][..width];
-                        *score = dot(query, key) * scale;
+                // keys[d][j] = K[j][offset + d], pre-scaled.
+                for (j, row) in rows.chunks_exact(stride).enumerate() {
+                    let key = &row[hidden + offset..][..width];
+                    for (d, &k) in key.iter().enumerate() {
+                        keys[d * len + j] = k * scale;
+                    }
+                }
+                for (i, row) in rows.chunks_exact(stride).enumerate() {
+                    let query = &row[offset..][..width];
+                    scores.fill(0.0);
+                    for (&q, column) in query.iter().zip(keys.chunks_exact(len)) {
+                        scores.iter_mut().zip(column).for_each(|(s, k)| *s += q * k);
                     }
                     softmax(scores);
-                    let row = &mut context[(start + i) * hidden + offset..][..width];
-                    row.fill(0.0);
-                    for (j, &weight) in scores.iter().enumerate() {
-                        let value = &qkv[(start + j) * stride + 2 * hidden + offset..][..width];
-                        row.iter_mut()
+                    let out = &mut context[(start + i) * hidden + offset..][..width];
+                    out.fill(0.0);
+                    for (&weight, value_row) in scores.iter().zip(rows.chunks_exact(stride)) {
+                        let value = &value_row[2 * hidden + offset..][..width];
+                        out.iter_mut()
                             .zip(value)
                             .for_each(|(c, v)| *c += weight * v);
                     }
@@ -411,6 +481,48 @@ impl BertEncoder {
             }
         }
     }
+}
+
+/// Buffers of one forward pass, kept per thread between passes so a short query does
+/// not map and zero fresh pages for its activations every time.
+#[derive(Default)]
+struct Scratch {
+    /// Query, key and value of every token.
+    qkv: Vec<f32>,
+    /// Attention output before its projection.
+    context: Vec<f32>,
+    /// The attention block's output.
+    attended: Vec<f32>,
+    /// The feed-forward layer's wide activations.
+    inner: Vec<f32>,
+    /// The block's output before it becomes the next block's input.
+    out: Vec<f32>,
+    /// One query's attention weights.
+    scores: Vec<f32>,
+    /// One head's keys, transposed.
+    keys: Vec<f32>,
+}
+
+impl Scratch {
+    /// Floats a thread keeps between passes at most (16 MiB); a larger batch's buffers are freed.
+    const KEEP: usize = 4 << 20;
+
+    /// Free the buffers if they grew past [`Scratch::KEEP`] floats in all.
+    fn shrink_if_large(&mut self) {
+        let held = self.qkv.capacity()
+            + self.context.capacity()
+            + self.attended.capacity()
+            + self.inner.capacity()
+            + self.out.capacity();
+        if held > Self::KEEP {
+            *self = Self::default();
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's forward-pass buffers.
+    static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
 }
 
 /// `(rows × cols)` row-major → `(cols × rows)` row-major.
@@ -447,6 +559,7 @@ fn side_by_side(parts: &[&Dense]) -> Dense {
 }
 
 /// `out = x · W + b` for `rows` rows of `x`.
+#[inline(always)]
 fn linear(x: &[f32], rows: usize, dense: &Dense, out: &mut Vec<f32>, parallelism: Parallelism) {
     assert_eq!(x.len(), rows * dense.inputs, "linear layer input shape");
     out.clear();
@@ -486,61 +599,82 @@ fn linear(x: &[f32], rows: usize, dense: &Dense, out: &mut Vec<f32>, parallelism
 }
 
 /// `a += b`, element by element.
+#[inline(always)]
 fn add_assign(a: &mut [f32], b: &[f32]) {
     a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
 }
 
 /// Normalise each `width`-wide row of `x` to zero mean and unit variance, then scale and shift.
-fn layer_norm(x: &mut [f32], width: usize, norm: &Norm, eps: f32) {
-    let normalise = |row: &mut [f32]| {
-        let mean = row.iter().sum::<f32>() / width as f32;
-        let variance = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / width as f32;
-        let inverse = 1.0 / (variance + eps).sqrt();
-        for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
-            *v = (*v - mean) * inverse * g + b;
-        }
-    };
-    if x.len() >= 64 * width && rayon::current_num_threads() > 1 {
-        x.par_chunks_mut(width).for_each(normalise);
+#[inline(always)]
+fn layer_norm(x: &mut [f32], width: usize, norm: &Norm, eps: f32, parallel: bool) {
+    if parallel && x.len() >= 64 * width {
+        x.par_chunks_mut(width)
+            .for_each(|row| normalise(row, norm, eps));
     } else {
-        x.chunks_mut(width).for_each(normalise);
+        for row in x.chunks_exact_mut(width) {
+            normalise(row, norm, eps);
+        }
     }
+}
+
+/// One row of [`layer_norm`].
+#[inline(always)]
+fn normalise(row: &mut [f32], norm: &Norm, eps: f32) {
+    let width = row.len() as f32;
+    let mean = lane_sum(row.iter().copied()) / width;
+    let variance = lane_sum(row.iter().map(|v| (v - mean) * (v - mean))) / width;
+    let inverse = 1.0 / (variance + eps).sqrt();
+    for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
+        *v = (*v - mean) * inverse * g + b;
+    }
+}
+
+/// A sum in eight interleaved partial sums, which the compiler keeps in one vector
+/// register (a plain float sum must add one value after another).
+#[inline(always)]
+fn lane_sum(values: impl Iterator<Item = f32>) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    for (index, value) in values.enumerate() {
+        lanes[index % 8] += value;
+    }
+    lanes.iter().sum()
 }
 
 /// Apply the feed-forward activation in place.
-fn activate(x: &mut [f32], activation: Activation) {
-    let apply = |chunk: &mut [f32]| match activation {
-        Activation::GeluErf => chunk.iter_mut().for_each(|v| *v = gelu_erf(*v)),
-        Activation::GeluTanh => chunk.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
-        Activation::Relu => chunk.iter_mut().for_each(|v| *v = v.max(0.0)),
-    };
-    if x.len() >= 1 << 16 && rayon::current_num_threads() > 1 {
-        x.par_chunks_mut(1 << 14).for_each(apply);
+#[inline(always)]
+fn activate(x: &mut [f32], activation: Activation, parallel: bool) {
+    if parallel && x.len() >= 1 << 16 {
+        x.par_chunks_mut(1 << 14)
+            .for_each(|chunk| activate_serially(chunk, activation));
     } else {
-        apply(x);
+        activate_serially(x, activation);
     }
 }
 
-/// Sum of the products of two equally long slices.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight partial sums let the compiler keep a vector register of them.
-    let mut sums = [0.0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks
-        .remainder()
-        .iter()
-        .zip(b_chunks.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for lane in 0..8 {
-            sums[lane] += x[lane] * y[lane];
+/// [`activate`] on the current thread.
+#[inline(always)]
+fn activate_serially(x: &mut [f32], activation: Activation) {
+    match activation {
+        Activation::GeluErf => {
+            for v in x.iter_mut() {
+                *v = gelu_erf(*v);
+            }
+        }
+        Activation::GeluTanh => {
+            for v in x.iter_mut() {
+                *v = gelu_tanh(*v);
+            }
+        }
+        Activation::Relu => {
+            for v in x.iter_mut() {
+                *v = v.max(0.0);
+            }
         }
     }
-    sums.iter().sum::<f32>() + tail
 }
 
 /// Softmax of `scores` in place.
+#[inline(always)]
 fn softmax(scores: &mut [f32]) {
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut total = 0.0;
@@ -556,14 +690,16 @@ fn softmax(scores: &mut [f32]) {
 /// with `k` an integer (its power of two built in the exponent bits) and `|r| ≤ ln2/2`
 /// (ln 2 split in two so `r` is exact), `e^r` a degree-7 Taylor polynomial
 /// (relative error below 3e-7 over the float range).
-#[inline]
+#[inline(always)]
 fn exp(x: f32) -> f32 {
     /// ln 2's leading bits: `k · LN2_HIGH` is exact for every `|k| ≤ 128`.
     const LN2_HIGH: f32 = 0.693_359_4;
     /// The rest of ln 2.
     const LN2_LOW: f32 = -2.121_944_4e-4;
     let x = x.clamp(-87.0, 88.0);
-    let whole = (x * std::f32::consts::LOG2_E).round();
+    // Round to nearest by adding and removing 1.5 · 2^23 (no library call).
+    const ROUND: f32 = 12_582_912.0;
+    let whole = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
     let r = (x - whole * LN2_HIGH) - whole * LN2_LOW;
     let mut term = 1.0f32 / 5040.0;
     term = term * r + 1.0 / 720.0;
@@ -578,7 +714,7 @@ fn exp(x: f32) -> f32 {
 }
 
 /// The error function, Abramowitz and Stegun 7.1.26 (absolute error < 1.5e-7).
-#[inline]
+#[inline(always)]
 fn erf(x: f32) -> f32 {
     let a = x.abs();
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
@@ -590,13 +726,13 @@ fn erf(x: f32) -> f32 {
 }
 
 /// GELU with the exact normal CDF: `x · ½ (1 + erf(x / √2))`.
-#[inline]
+#[inline(always)]
 fn gelu_erf(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// GELU's tanh approximation: `½ x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
-#[inline]
+#[inline(always)]
 fn gelu_tanh(x: f32) -> f32 {
     let inner = 0.797_884_6 * (x + 0.044_715 * x * x * x);
     // tanh(u) = 1 - 2 / (e^{2u} + 1)
