@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mnemos and mem0 side by side on the same embedding weights and the same CPU budget.
 
-Both systems embed with all-MiniLM-L6-v2 (mnemos: its `local` provider, candle; mem0:
+Both systems embed with all-MiniLM-L6-v2 (mnemos: its `local` provider, its own BERT encoder; mem0:
 its `huggingface` embedder, sentence-transformers on torch) and store into their own
 embedded defaults (mnemos: SQLite and its in-process index; mem0: Qdrant's local mode
 and its SQLite history). mem0 runs in this process; mnemos is a `mnemos serve` this

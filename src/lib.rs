@@ -2,7 +2,7 @@
 //!
 //! The service around the [`mnemos_actors`] runtime: configuration, the backend
 //! adapters (SQLite and PostgreSQL, the HNSW index and Qdrant, Redis, FalkorDB and
-//! Neo4j, the candle embedder, the OpenAI-compatible inner thought), start-up, the one
+//! Neo4j, the local BERT embedder, the OpenAI-compatible inner thought), start-up, the one
 //! contract layer and the surfaces over it (REST, MCP, the memory proxy; the CLI is
 //! `src/main.rs`), and the benchmark and evaluation harnesses.
 

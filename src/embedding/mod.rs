@@ -1,6 +1,6 @@
 //! Embedding providers of the service: the static table (the default: distilled from
 //! all-MiniLM-L6-v2, compiled in), the built-in hashing embedder (in the actors crate),
-//! the local sentence-transformers model (candle; a directory, or a Hugging Face model
+//! the local sentence-transformers model (`mnemos_bert`; a directory, or a Hugging Face model
 //! by name from the cache or downloaded into it) and any OpenAI-compatible API.
 
 pub mod distill;
