@@ -10,14 +10,15 @@ WORKDIR /src
 #    workspace's dependency graph against empty crates.
 COPY Cargo.toml Cargo.lock ./
 COPY actors/Cargo.toml actors/Cargo.toml
-RUN mkdir -p src actors/src examples \
-    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs actors/src/lib.rs \
+COPY bert/Cargo.toml bert/Cargo.toml
+RUN mkdir -p src actors/src bert/src examples \
+    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs actors/src/lib.rs bert/src/lib.rs \
     && echo 'fn main() {}' > examples/library.rs \
     && cargo build --release --locked --bin mnemos \
-    && rm -rf src actors/src examples target/release/.fingerprint/mnemos-*
+    && rm -rf src actors/src bert/src examples target/release/.fingerprint/mnemos-*
 # 2. The sources (the console's files are embedded by build.rs).
 COPY . .
-RUN touch src/main.rs src/lib.rs actors/src/lib.rs \
+RUN touch src/main.rs src/lib.rs actors/src/lib.rs bert/src/lib.rs \
     && cargo build --release --locked --bin mnemos
 
 FROM debian:12.12-slim
