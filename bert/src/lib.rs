@@ -131,6 +131,9 @@ pub struct Sequence<'a> {
     pub type_ids: &'a [u32],
 }
 
+/// Where each sequence's tokens are in a packed batch: `(first token, length)`.
+type Spans = Vec<(usize, usize)>;
+
 /// A BERT encoder (embeddings and transformer blocks, no pooler) in float32.
 pub struct BertEncoder {
     /// Word embedding table, `vocab × hidden`.
@@ -295,6 +298,25 @@ impl BertEncoder {
     /// sequence, `hidden_size` floats per token. `parallel` lets the matrix products
     /// use the current rayon pool's threads.
     pub fn forward(&self, sequences: &[Sequence<'_>], parallel: bool) -> Result<Vec<f32>, String> {
+        let parallelism = match rayon::current_num_threads() {
+            threads if parallel && threads > 1 => Parallelism::Rayon(threads),
+            _ => Parallelism::None,
+        };
+        let (mut x, spans) = self.embed_tokens(sequences)?;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has AVX2 and FMA, as just checked.
+            unsafe { self.layers_avx2(&mut x, &spans, parallelism) };
+            return Ok(x);
+        }
+        self.layers(&mut x, &spans, parallelism);
+        Ok(x)
+    }
+
+    /// Check `sequences` and sum each token's word, position and segment vectors:
+    /// the encoder's input (`tokens × hidden`) and each sequence's `(first token, length)`.
+    fn embed_tokens(&self, sequences: &[Sequence<'_>]) -> Result<(Vec<f32>, Spans), String> {
         let hidden = self.hidden;
         let mut spans = Vec::with_capacity(sequences.len());
         let mut tokens = 0;
@@ -315,10 +337,6 @@ impl BertEncoder {
             spans.push((tokens, len));
             tokens += len;
         }
-        let parallelism = match rayon::current_num_threads() {
-            threads if parallel && threads > 1 => Parallelism::Rayon(threads),
-            _ => Parallelism::None,
-        };
 
         // Embeddings: word + position + segment, then layer norm.
         let mut x = Vec::with_capacity(tokens * hidden);
@@ -343,15 +361,7 @@ impl BertEncoder {
                 );
             }
         }
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has AVX2 and FMA, as just checked.
-            unsafe { self.layers_avx2(&mut x, &spans, parallelism) };
-            return Ok(x);
-        }
-        self.layers(&mut x, &spans, parallelism);
-        Ok(x)
+        Ok((x, spans))
     }
 
     /// [`BertEncoder::layers`] compiled for AVX2 and FMA (eight floats per instruction),
@@ -855,6 +865,18 @@ mod tests {
         let packed = encoder.forward(&sequences, false).unwrap();
         let want = reference.forward_padded(&ids, &types);
         assert_eq!(packed.len(), want.len());
+        // The portable build of the blocks (what CPUs without AVX2 run) agrees too.
+        let (mut portable, spans) = encoder.embed_tokens(&sequences).unwrap();
+        encoder.layers(&mut portable, &spans, Parallelism::None);
+        let apart = portable
+            .iter()
+            .zip(&packed)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            apart < 1e-5,
+            "portable and dispatched passes differ by {apart}"
+        );
         let worst = packed
             .iter()
             .zip(&want)
