@@ -852,6 +852,41 @@ mod tests {
                 put(format!("{base}.{name}.LayerNorm.bias"), vec![8]);
             }
         }
+        // A checkpoint that does not fit its config is refused, naming the tensor.
+        let mut missing = clone_weights(&weights);
+        missing.remove("encoder.layer.1.output.dense.bias");
+        let error = BertEncoder::load(&config, missing).err().unwrap();
+        assert!(
+            error.contains("no tensor encoder.layer.1.output.dense.bias"),
+            "{error}"
+        );
+        let mut narrow = clone_weights(&weights);
+        narrow
+            .get_mut("encoder.layer.0.intermediate.dense.weight")
+            .unwrap()
+            .shape = vec![8, 12];
+        let error = BertEncoder::load(&config, narrow).err().unwrap();
+        assert!(
+            error.contains("has shape [8, 12], config.json implies [12, 8]"),
+            "{error}"
+        );
+        let odd = BertConfig {
+            hidden_act: "swish".into(),
+            ..config.clone()
+        };
+        let error = BertEncoder::load(&odd, clone_weights(&weights))
+            .err()
+            .unwrap();
+        assert!(error.contains("hidden_act `swish`"), "{error}");
+        let split = BertConfig {
+            num_attention_heads: 3,
+            ..config.clone()
+        };
+        let error = BertEncoder::load(&split, clone_weights(&weights))
+            .err()
+            .unwrap();
+        assert!(error.contains("not a multiple"), "{error}");
+
         let reference = Reference::new(&weights);
         let encoder = BertEncoder::load(&config, weights).unwrap();
 
@@ -868,20 +903,12 @@ mod tests {
         // The portable build of the blocks (what CPUs without AVX2 run) agrees too.
         let (mut portable, spans) = encoder.embed_tokens(&sequences).unwrap();
         encoder.layers(&mut portable, &spans, Parallelism::None);
-        let apart = portable
-            .iter()
-            .zip(&packed)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let apart = max_difference(&portable, &packed);
         assert!(
             apart < 1e-5,
             "portable and dispatched passes differ by {apart}"
         );
-        let worst = packed
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let worst = max_difference(&packed, &want);
         assert!(
             worst < 1e-5,
             "packed differs from the padded reference by {worst}"
@@ -889,11 +916,7 @@ mod tests {
 
         // Each sequence alone gives the same rows as in the batch.
         let alone = encoder.forward(&sequences[2..], false).unwrap();
-        let worst = alone
-            .iter()
-            .zip(&packed[7 * 8..])
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let worst = max_difference(&alone, &packed[7 * 8..]);
         assert!(worst < 1e-6, "alone differs from batched by {worst}");
 
         let too_long: Vec<u32> = vec![1; 10];
@@ -1056,6 +1079,31 @@ mod tests {
             }
             out
         }
+    }
+
+    /// The largest absolute difference between two equally long slices.
+    fn max_difference(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max)
+    }
+
+    /// A copy of a checkpoint's tensors.
+    fn clone_weights(weights: &HashMap<String, Weight>) -> HashMap<String, Weight> {
+        weights
+            .iter()
+            .map(|(name, w)| {
+                (
+                    name.clone(),
+                    Weight {
+                        shape: w.shape.clone(),
+                        values: w.values.clone(),
+                    },
+                )
+            })
+            .collect()
     }
 
     /// erf in f64 by its Maclaurin series (|x| is small in the tiny model).
