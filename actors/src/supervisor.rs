@@ -8,6 +8,11 @@
 //! loses only the messages in the child's mailbox at the moment it died, and callers
 //! retry those (every write is idempotent by id).
 //!
+//! A restart runs in a task beside the supervisor, which learns the outcome from a
+//! `Started` message: a child's `pre_start` may call another child (the vector actor reads
+//! the system of record), and if both failed together only a free supervisor can bring
+//! the other one back.
+//!
 //! The supervisor knows nothing about the children's message types: the list of
 //! children is the list of specs [`crate::runtime::Runtime::start`] hands it, in start
 //! order, so adding an actor is one spec there plus its [`ChildKind`] name here.
@@ -110,9 +115,10 @@ pub struct ChildHealth {
 #[derive(Debug, Clone, Copy)]
 pub struct InjectedFault;
 
-/// A live child: its cell, and how to make it fail (typed by its message).
+/// A live child: its cell, and how to make it fail (typed by its message). Opaque outside
+/// this module; it travels in [`SupervisorMsg::Started`].
 #[derive(Clone)]
-struct LiveChild {
+pub struct LiveChild {
     /// The running actor.
     cell: ActorCell,
     /// Sends the child its [`InjectedFault`] message; false when it is gone.
@@ -263,6 +269,14 @@ pub struct SupervisorArgs {
 pub enum SupervisorMsg {
     /// Restart a child now (sent to itself after the backoff).
     Restart(ChildKind),
+    /// A restart's spawn finished (it runs beside the supervisor, which stays free to
+    /// restart the children a starting child waits for).
+    Started {
+        /// Which child was started.
+        kind: ChildKind,
+        /// The running child, or why it did not start.
+        child: Result<LiveChild, String>,
+    },
     /// Make a child fail (test hook for supervision).
     InjectFault(ChildKind),
     /// Stop every child in reverse start order, then answer.
@@ -279,6 +293,9 @@ pub struct SupervisorState {
     recent_restarts: HashMap<ChildKind, VecDeque<Instant>>,
     /// Set once shutdown begins, so stopping children are not restarted.
     shutting_down: bool,
+    /// Exits of children whose `Started` had not been handled yet (supervision events
+    /// overtake ordinary messages), so the restart is not lost.
+    early_exits: HashMap<ActorId, String>,
 }
 
 /// The root supervisor.
@@ -299,13 +316,53 @@ impl Supervisor {
             .cloned()
             .ok_or_else(|| format!("no spec for child {}", kind.as_str()))?;
         let child = (spec.spawn)(myself.get_cell()).await?;
+        self.adopt(kind, child, state);
+        Ok(())
+    }
+
+    /// Publish a started child and watch for its exit.
+    fn adopt(&self, kind: ChildKind, child: LiveChild, state: &mut SupervisorState) {
         state.kinds.insert(child.cell.get_id(), kind);
         state.args.directory.set_child(kind, Some(child));
         state
             .args
             .directory
             .set_health(kind, |h| h.state = ChildState::Running);
-        Ok(())
+    }
+
+    /// Start a child again without waiting for it here: a child's `pre_start` may call
+    /// another child (the vector actor reads the system of record), and if that one is
+    /// down too, only a free supervisor can bring it back.
+    fn restart_in_background(
+        &self,
+        myself: &SupervisorRef,
+        kind: ChildKind,
+        state: &SupervisorState,
+    ) {
+        let Some(spec) = state
+            .args
+            .children
+            .iter()
+            .find(|spec| spec.kind == kind)
+            .cloned()
+        else {
+            tracing::error!(child = kind.as_str(), "no spec for child; left down");
+            return;
+        };
+        let supervisor = myself.clone();
+        tokio::spawn(async move {
+            let child = (spec.spawn)(supervisor.get_cell())
+                .await
+                .map_err(|error| error.to_string());
+            // The supervisor is gone: nobody will watch this child, so stop it.
+            if let Err(ractor::MessagingErr::SendErr(SupervisorMsg::Started {
+                child: Ok(orphan),
+                ..
+            })) = supervisor.cast(SupervisorMsg::Started { kind, child })
+            {
+                orphan.cell.stop(Some("supervisor gone".into()));
+            }
+        });
     }
 
     fn schedule_restart(
@@ -375,6 +432,7 @@ impl Actor for Supervisor {
             kinds: HashMap::new(),
             recent_restarts: HashMap::new(),
             shutting_down: false,
+            early_exits: HashMap::new(),
         };
         for kind in order {
             self.start_child(&myself, kind, &mut state).await?;
@@ -390,16 +448,29 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Restart(kind) => {
-                if state.shutting_down {
-                    return Ok(());
-                }
-                if let Err(error) = self.start_child(&myself, kind, state).await {
-                    self.schedule_restart(&myself, kind, format!("restart failed: {error}"), state);
-                } else {
-                    state.args.directory.set_health(kind, |h| h.restarts += 1);
-                    tracing::info!(child = kind.as_str(), "child restarted");
+                if !state.shutting_down {
+                    self.restart_in_background(&myself, kind, state);
                 }
             }
+            SupervisorMsg::Started { kind, child } => match child {
+                Ok(child) if state.shutting_down => {
+                    child.cell.stop(Some("shutdown".into()));
+                }
+                Ok(child) => {
+                    if let Some(error) = state.early_exits.remove(&child.cell.get_id()) {
+                        state.args.directory.set_health(kind, |h| h.restarts += 1);
+                        self.schedule_restart(&myself, kind, error, state);
+                    } else {
+                        self.adopt(kind, child, state);
+                        state.args.directory.set_health(kind, |h| h.restarts += 1);
+                        tracing::info!(child = kind.as_str(), "child restarted");
+                    }
+                }
+                Err(_) if state.shutting_down => {}
+                Err(error) => {
+                    self.schedule_restart(&myself, kind, format!("restart failed: {error}"), state);
+                }
+            },
             SupervisorMsg::InjectFault(kind) => {
                 let sent = state
                     .args
@@ -435,6 +506,8 @@ impl Actor for Supervisor {
             _ => return Ok(()),
         };
         let Some(kind) = state.kinds.remove(&cell.get_id()) else {
+            // A restarted child that exited before its `Started` arrived.
+            state.early_exits.insert(cell.get_id(), error);
             return Ok(());
         };
         state.args.directory.set_child(kind, None);

@@ -490,6 +490,90 @@ async fn a_child_that_keeps_failing_is_left_down_after_its_restart_budget() {
     runtime.shutdown().await.unwrap();
 }
 
+/// The vector actor's start reads the system of record. When both fail together and the
+/// vector actor's backoff ends first, its start waits for the episodic actor, which only a
+/// free supervisor can restart: the supervisor must not wait for a child's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_whose_start_waits_for_another_failed_child_does_not_block_its_restart() {
+    let call_timeout = Duration::from_secs(3);
+    let config = RuntimeConfig {
+        restart: RestartPolicy {
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(1),
+            max_restarts: 10,
+            window: Duration::from_secs(60),
+        },
+        call_timeout,
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::start(RuntimeParts::in_memory(), config)
+        .await
+        .unwrap();
+    let restarts = |health: &RuntimeHealth, child: ChildKind| {
+        health
+            .children
+            .iter()
+            .find(|c| c.child == child)
+            .map(|c| (c.state, c.restarts))
+            .unwrap()
+    };
+    // A first episodic failure, so its next backoff (100 ms) outlasts the vector actor's (50 ms).
+    runtime.inject_fault(ChildKind::Episodic).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while restarts(&runtime.health().await, ChildKind::Episodic).1 < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the first restart never happened"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    runtime.inject_fault(ChildKind::Episodic).unwrap();
+    runtime.inject_fault(ChildKind::Vectors).unwrap();
+    let agent = AgentId::parse("lib").unwrap();
+    let started = Instant::now();
+    let written = runtime
+        .remember(
+            &agent,
+            RememberInput {
+                content: "written while two children restart".into(),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(
+        written.is_ok(),
+        "a write during the restarts succeeds within the call timeout: {written:?}"
+    );
+    assert!(started.elapsed() < call_timeout);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let health = runtime.health().await;
+        let (episodic, vectors) = (
+            restarts(&health, ChildKind::Episodic),
+            restarts(&health, ChildKind::Vectors),
+        );
+        if episodic == (crate::supervisor::ChildState::Running, 2)
+            && vectors == (crate::supervisor::ChildState::Running, 1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both children run again, each restarted once more: {episodic:?} {vectors:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let found = runtime
+        .recall(RecallInput::new(
+            agent.clone(),
+            "written while two children restart",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(found.hits.len(), 1, "the write is in the rebuilt index");
+    runtime.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn instants_outside_years_1_to_9999_are_refused_naming_their_field() {
     use chrono::TimeZone;
