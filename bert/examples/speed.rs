@@ -1,7 +1,8 @@
 //! Time the encoder alone on a model directory, with token ids drawn at random
-//! (no tokenizer): `cargo run --release -p mnemos-bert --example speed -- DIR [TOKENS]`.
-//! Prints tokens per second for batches of 200 sequences of TOKENS (default 30)
-//! tokens and the median time of one 12-token sequence, on the current thread.
+//! (no tokenizer): `cargo run --release -p mnemos-bert --example speed -- DIR [TOKENS
+//! [QUERY]]`. Prints tokens per second for batches of 200 sequences of TOKENS (default
+//! 30) tokens and the median time of one QUERY-token (default 12) sequence, on the
+//! current thread.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -14,6 +15,9 @@ fn main() {
     let length: usize = args
         .next()
         .map_or(30, |n| n.parse().expect("TOKENS is a number"));
+    let query_length: usize = args
+        .next()
+        .map_or(12, |n| n.parse().expect("QUERY is a number"));
     let config: BertConfig =
         serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
     let encoder = BertEncoder::load(&config, read_safetensors(&dir.join("model.safetensors")))
@@ -46,7 +50,7 @@ fn main() {
         texts / seconds,
         texts * length as f64 / seconds
     );
-    let query = vec![sequence(12)];
+    let query = vec![sequence(query_length)];
     let mut times: Vec<f64> = (0..200)
         .map(|_| {
             let started = Instant::now();
@@ -58,7 +62,7 @@ fn main() {
         .collect();
     times.sort_by(f64::total_cmp);
     println!(
-        "one 12-token sequence: p50 {:.2} ms",
+        "one {query_length}-token sequence: p50 {:.2} ms",
         times[times.len() / 2]
     );
 }

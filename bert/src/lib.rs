@@ -4,7 +4,8 @@
 //!
 //! [`BertEncoder::forward`] runs a batch of token sequences *packed* one after the
 //! other: the linear layers multiply every token of every sequence in one matrix
-//! product (the `gemm` crate), and attention runs per sequence, so no token is padded
+//! product (the `gemm` crate, or for up to 64 tokens the `small` module's kernel, which
+//! reads the weight without copying it first), and attention runs per sequence, so no token is padded
 //! and no position is masked. The element-wise steps (bias, GELU, residual, layer norm,
 //! softmax) are fused loops over rows instead of one tensor operation each. The values
 //! are those of Hugging Face's `BertModel` in float32 (the local embedder's tests pin
@@ -19,6 +20,8 @@ use std::collections::HashMap;
 use gemm::Parallelism;
 use rayon::prelude::*;
 use serde::Deserialize;
+
+mod small;
 
 /// Tokens one pass of the encoder takes at most (beyond one sequence); bounds the
 /// activations held at once (about 4096 × 1536 floats for MiniLM's widest layer).
@@ -96,6 +99,33 @@ struct Dense {
     inputs: usize,
     /// Width of an output row.
     outputs: usize,
+    /// The weight again, band after band of 16 output columns (each band `inputs × 16`
+    /// contiguous), so a few rows' product streams it in order (see [`small`]); empty
+    /// where the CPU has no AVX2.
+    bands: Vec<f32>,
+}
+
+impl Dense {
+    /// A layer of `weight` (`inputs × outputs`, row-major) and `bias`.
+    fn new(weight: Vec<f32>, bias: Vec<f32>, inputs: usize, outputs: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        let bands = if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            small::bands(&weight, inputs, outputs)
+        } else {
+            Vec::new()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let bands = Vec::new();
+        Self {
+            weight,
+            bias,
+            inputs,
+            outputs,
+            bands,
+        }
+    }
 }
 
 /// Scale and shift of a layer norm.
@@ -243,12 +273,12 @@ impl BertEncoder {
             let mut dense = |name: &str, inputs: usize, outputs: usize| -> Result<Dense, String> {
                 let weight = take(&format!("{base}.{name}.weight"), &[outputs, inputs])?;
                 let bias = take(&format!("{base}.{name}.bias"), &[outputs])?;
-                Ok(Dense {
-                    weight: transpose(&weight, outputs, inputs),
+                Ok(Dense::new(
+                    transpose(&weight, outputs, inputs),
                     bias,
                     inputs,
                     outputs,
-                })
+                ))
             };
             let query = dense("attention.self.query", hidden, hidden)?;
             let key = dense("attention.self.key", hidden, hidden)?;
@@ -310,7 +340,7 @@ impl BertEncoder {
             unsafe { self.layers_avx2(&mut x, &spans, parallelism) };
             return Ok(x);
         }
-        self.layers(&mut x, &spans, parallelism);
+        self.layers(&mut x, &spans, parallelism, false);
         Ok(x)
     }
 
@@ -377,14 +407,21 @@ impl BertEncoder {
         spans: &[(usize, usize)],
         parallelism: Parallelism,
     ) {
-        self.layers(x, spans, parallelism);
+        self.layers(x, spans, parallelism, true);
     }
 
     /// The embedding layer norm and every transformer block, in place on `x`
     /// (`tokens × hidden`). Inlined into each caller so the element-wise loops are
-    /// vectorised for the caller's instruction set.
+    /// vectorised for the caller's instruction set. `avx2`: the CPU has AVX2 and FMA, so
+    /// a few rows are multiplied by [`small::small_product`].
     #[inline(always)]
-    fn layers(&self, x: &mut Vec<f32>, spans: &[(usize, usize)], parallelism: Parallelism) {
+    fn layers(
+        &self,
+        x: &mut Vec<f32>,
+        spans: &[(usize, usize)],
+        parallelism: Parallelism,
+        avx2: bool,
+    ) {
         let hidden = self.hidden;
         let wide = !matches!(parallelism, Parallelism::None);
         layer_norm(x, hidden, &self.embedding_norm, self.eps, wide);
@@ -393,7 +430,7 @@ impl BertEncoder {
         // waiting inside a pass may run another pass; that one finds no buffers and
         // makes its own.
         let mut scratch = SCRATCH.with(Cell::take);
-        self.blocks(x, spans, parallelism, &mut scratch);
+        self.blocks(x, spans, parallelism, avx2, &mut scratch);
         scratch.shrink_if_large();
         SCRATCH.with(|cell| cell.set(scratch));
     }
@@ -405,6 +442,7 @@ impl BertEncoder {
         x: &mut Vec<f32>,
         spans: &[(usize, usize)],
         parallelism: Parallelism,
+        avx2: bool,
         scratch: &mut Scratch,
     ) {
         let hidden = self.hidden;
@@ -423,14 +461,15 @@ impl BertEncoder {
             context.clear();
             context.resize(tokens * hidden, 0.0);
             for layer in &self.layers {
-                linear(x, tokens, &layer.qkv, qkv, parallelism);
+                let product = Product { parallelism, avx2 };
+                product.linear(x, tokens, &layer.qkv, qkv);
                 self.attention(qkv, spans, context, scores, keys);
-                linear(context, tokens, &layer.attention_out, attended, parallelism);
+                product.linear(context, tokens, &layer.attention_out, attended);
                 add_assign(attended, x);
                 layer_norm(attended, hidden, &layer.attention_norm, self.eps, wide);
-                linear(attended, tokens, &layer.intermediate, inner, parallelism);
+                product.linear(attended, tokens, &layer.intermediate, inner);
                 activate(inner, self.activation, wide);
-                linear(inner, tokens, &layer.output, out, parallelism);
+                product.linear(inner, tokens, &layer.output, out);
                 add_assign(out, attended);
                 layer_norm(out, hidden, &layer.output_norm, self.eps, wide);
                 std::mem::swap(x, out);
@@ -560,51 +599,73 @@ fn side_by_side(parts: &[&Dense]) -> Dense {
         .iter()
         .flat_map(|part| part.bias.iter().copied())
         .collect();
-    Dense {
-        weight,
-        bias,
-        inputs,
-        outputs,
-    }
+    Dense::new(weight, bias, inputs, outputs)
 }
 
-/// `out = x · W + b` for `rows` rows of `x`.
-#[inline(always)]
-fn linear(x: &[f32], rows: usize, dense: &Dense, out: &mut Vec<f32>, parallelism: Parallelism) {
-    assert_eq!(x.len(), rows * dense.inputs, "linear layer input shape");
-    out.clear();
-    out.reserve(rows * dense.outputs);
-    for _ in 0..rows {
-        out.extend_from_slice(&dense.bias);
-    }
-    if rows == 0 {
-        return;
-    }
-    // SAFETY: `out` is `rows × outputs`, `x` is `rows × inputs` and the weight is
-    // `inputs × outputs`, all row-major, contiguous and non-overlapping, as the
-    // strides below describe (column stride 1, row stride the row width).
-    unsafe {
-        gemm::gemm(
-            rows,
-            dense.outputs,
-            dense.inputs,
-            out.as_mut_ptr(),
-            1,
-            dense.outputs as isize,
-            true,
-            x.as_ptr(),
-            1,
-            dense.inputs as isize,
-            dense.weight.as_ptr(),
-            1,
-            dense.outputs as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+/// How this pass multiplies by a linear layer's weight.
+#[derive(Clone, Copy)]
+struct Product {
+    /// Threads the general product may use.
+    parallelism: Parallelism,
+    /// The CPU has AVX2 and FMA: a few rows go through [`small::small_product`].
+    avx2: bool,
+}
+
+impl Product {
+    /// `out = x · W + b` for `rows` rows of `x`.
+    #[inline(always)]
+    fn linear(self, x: &[f32], rows: usize, dense: &Dense, out: &mut Vec<f32>) {
+        assert_eq!(x.len(), rows * dense.inputs, "linear layer input shape");
+        out.clear();
+        out.reserve(rows * dense.outputs);
+        for _ in 0..rows {
+            out.extend_from_slice(&dense.bias);
+        }
+        if rows == 0 {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 && rows <= small::SMALL_ROWS && !dense.bands.is_empty() {
+            // SAFETY: `avx2` is set only where the CPU was found to have AVX2 and FMA.
+            unsafe {
+                small::small_product(
+                    x,
+                    rows,
+                    &dense.bands,
+                    &dense.weight,
+                    dense.inputs,
+                    dense.outputs,
+                    out,
+                )
+            };
+            return;
+        }
+        // SAFETY: `out` is `rows × outputs`, `x` is `rows × inputs` and the weight is
+        // `inputs × outputs`, all row-major, contiguous and non-overlapping, as the
+        // strides below describe (column stride 1, row stride the row width).
+        unsafe {
+            gemm::gemm(
+                rows,
+                dense.outputs,
+                dense.inputs,
+                out.as_mut_ptr(),
+                1,
+                dense.outputs as isize,
+                true,
+                x.as_ptr(),
+                1,
+                dense.inputs as isize,
+                dense.weight.as_ptr(),
+                1,
+                dense.outputs as isize,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                self.parallelism,
+            );
+        }
     }
 }
 
@@ -902,7 +963,7 @@ mod tests {
         assert_eq!(packed.len(), want.len());
         // The portable build of the blocks (what CPUs without AVX2 run) agrees too.
         let (mut portable, spans) = encoder.embed_tokens(&sequences).unwrap();
-        encoder.layers(&mut portable, &spans, Parallelism::None);
+        encoder.layers(&mut portable, &spans, Parallelism::None, false);
         let apart = max_difference(&portable, &packed);
         assert!(
             apart < 1e-5,
