@@ -566,8 +566,7 @@ async fn embedder_speed_times_the_local_model_and_names_what_is_wrong_with_its_i
         );
         return;
     };
-    let mut args = vec!["--json".to_string()];
-    args.extend(speed(&texts, &model_dir));
+    let args = speed(&texts, &model_dir);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let timed = json_of(dir, &refs).await;
     assert_eq!(timed["texts"], 3, "{timed}");
