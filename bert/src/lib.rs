@@ -876,13 +876,7 @@ mod tests {
             model_type: Some("bert".into()),
             position_embedding_type: None,
         };
-        let mut seed = 7u64;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-        };
+        let mut next = uniform(7);
         let mut weights = HashMap::new();
         let mut put = |name: String, shape: Vec<usize>| {
             let values = (0..shape.iter().product::<usize>())
@@ -1139,6 +1133,17 @@ mod tests {
                 }
             }
             out
+        }
+    }
+
+    /// Deterministic pseudo-random floats in [-0.5, 0.5) from `seed` (a 64-bit LCG), for
+    /// the tests' random weights and inputs.
+    pub(crate) fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+        move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
         }
     }
 

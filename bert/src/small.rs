@@ -159,13 +159,7 @@ mod tests {
             println!("SKIPPED small_product_equals_the_plain_sum_on_every_shape: this CPU has no AVX2+FMA");
             return;
         }
-        let mut seed = 3u64;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-        };
+        let mut next = crate::tests::uniform(3);
         for rows in 1..=13 {
             for (inputs, outputs) in [(8, 16), (37, 40), (5, 7), (24, 48), (1, 33)] {
                 let x: Vec<f32> = (0..rows * inputs).map(|_| next()).collect();
