@@ -29,7 +29,10 @@
 #   MNEMOS_LLM_PORT           preferred port (default 18080, 18081 for the
 #                             embedding server; a free one is picked if it is
 #                             taken by something else)
-#   MNEMOS_LLM_THREADS        llama-server -t (default 2)
+#   MNEMOS_LLM_THREADS        llama-server -t (default 1: the tests keep both
+#                             cores busy, and llama.cpp's threads wait on each
+#                             other; measured under load on 2 cores, one thread
+#                             answered a 300-token call in 8-9 s, two in 13-41 s)
 #   MNEMOS_LLM_CTX            llama-server -c (default 2048)
 #   MNEMOS_LLM_READY_TIMEOUT  seconds to wait for readiness (default 120)
 #   MNEMOS_LLM_BUILD_JOBS     parallel compile jobs (default 2)
@@ -74,7 +77,7 @@ PORTFILE="$CACHE/server$SUFFIX.port"
 BUILD_LOG="$CACHE/build.log"
 
 PORT="${MNEMOS_LLM_PORT:-$DEFAULT_PORT}"
-THREADS="${MNEMOS_LLM_THREADS:-2}"
+THREADS="${MNEMOS_LLM_THREADS:-1}"
 CTX="${MNEMOS_LLM_CTX:-2048}"
 READY_TIMEOUT="${MNEMOS_LLM_READY_TIMEOUT:-120}"
 JOBS="${MNEMOS_LLM_BUILD_JOBS:-2}"

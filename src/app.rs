@@ -221,6 +221,12 @@ impl Services {
             .unwrap_or_default()
     }
 
+    /// The queue of memories the inner-thought model is asked about, when it names
+    /// entities (its progress goes to `/metrics`).
+    pub fn naming_queue(&self) -> Option<Arc<crate::store::model_entities::NamingQueue>> {
+        self.naming.as_ref().map(|task| task.queue())
+    }
+
     /// Flush and stop the runtime, then close the store.
     pub async fn close(self) -> anyhow::Result<()> {
         if let Some(naming) = self.naming {
@@ -367,6 +373,7 @@ impl Application {
             started: Instant::now(),
             project_roots: crate::context::ProjectRoots::new(server.project_roots.clone()),
             mcp_sessions: mcp_sessions.clone(),
+            naming: self.services.naming_queue(),
             keys: keys.clone(),
             authenticator: authenticator.clone(),
             public_metrics: auth.public_metrics,

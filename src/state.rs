@@ -28,6 +28,9 @@ pub struct AppState {
     /// Live MCP sessions on `/mcp` (kept by the MCP surface), for `/metrics`'s
     /// `mnemos_mcp_sessions`; a plain counter so the REST side needs nothing of MCP.
     pub mcp_sessions: Arc<AtomicUsize>,
+    /// What the inner-thought model still has to name and has named (when it names
+    /// entities), for `/metrics`'s `mnemos_entity_naming_*`.
+    pub naming: Option<Arc<crate::store::model_entities::NamingQueue>>,
     /// API keys and the audit log (the admin routes manage them).
     pub keys: Arc<dyn KeyStore>,
     /// Checks keys (None without `auth.mode = "keys"`); told when a key is revoked so

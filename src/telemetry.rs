@@ -74,3 +74,119 @@ pub fn metrics_handle() -> PrometheusHandle {
         })
         .clone()
 }
+
+/// One sample of a metric that belongs to one server rather than to the process: the
+/// process's recorder is shared by every runtime in it (a program embedding two, the
+/// integration tests), so a value one server sets there another would overwrite.
+/// `/metrics` renders these from the server's own state on each request instead.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSample {
+    /// Metric name (`mnemos_mcp_sessions`).
+    pub name: &'static str,
+    /// Prometheus type: `gauge` or `counter`.
+    pub kind: &'static str,
+    /// Label pairs, in order.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+impl ServerSample {
+    /// A gauge sample.
+    pub fn gauge(name: &'static str, labels: Vec<(&'static str, String)>, value: f64) -> Self {
+        Self {
+            name,
+            kind: "gauge",
+            labels,
+            value,
+        }
+    }
+
+    /// A counter sample.
+    pub fn counter(name: &'static str, labels: Vec<(&'static str, String)>, value: f64) -> Self {
+        Self {
+            name,
+            kind: "counter",
+            labels,
+            value,
+        }
+    }
+}
+
+/// `samples` in the Prometheus text format, each metric's samples together under one
+/// `# TYPE` line (in the order each name first appears), label values escaped.
+pub fn render_server_samples(samples: &[ServerSample]) -> String {
+    let mut names: Vec<&'static str> = Vec::new();
+    for sample in samples {
+        if !names.contains(&sample.name) {
+            names.push(sample.name);
+        }
+    }
+    let mut out = String::new();
+    for name in names {
+        let mut family = samples.iter().filter(|s| s.name == name).peekable();
+        let Some(first) = family.peek() else {
+            continue;
+        };
+        out.push_str(&format!("# TYPE {name} {}\n", first.kind));
+        for sample in family {
+            out.push_str(name);
+            if !sample.labels.is_empty() {
+                let labels: Vec<String> = sample
+                    .labels
+                    .iter()
+                    .map(|(key, value)| format!("{key}=\"{}\"", escape_label(value)))
+                    .collect();
+                out.push_str(&format!("{{{}}}", labels.join(",")));
+            }
+            out.push_str(&format!(" {}\n", sample.value));
+        }
+    }
+    out
+}
+
+/// A label value as the text format needs it: backslash, quote and newline escaped.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_samples_are_grouped_by_name_typed_once_and_escaped() {
+        let samples = [
+            ServerSample::gauge("mnemos_mcp_sessions", vec![], 3.0),
+            ServerSample::counter(
+                "mnemos_entity_naming_total",
+                vec![("outcome", "ok".into())],
+                2.0,
+            ),
+            ServerSample::gauge(
+                "mnemos_actor_restarts",
+                vec![("actor", "a\"b\\c\nd".into())],
+                0.5,
+            ),
+            ServerSample::counter(
+                "mnemos_entity_naming_total",
+                vec![("outcome", "timeout".into())],
+                0.0,
+            ),
+        ];
+        assert_eq!(
+            render_server_samples(&samples),
+            "# TYPE mnemos_mcp_sessions gauge\n\
+             mnemos_mcp_sessions 3\n\
+             # TYPE mnemos_entity_naming_total counter\n\
+             mnemos_entity_naming_total{outcome=\"ok\"} 2\n\
+             mnemos_entity_naming_total{outcome=\"timeout\"} 0\n\
+             # TYPE mnemos_actor_restarts gauge\n\
+             mnemos_actor_restarts{actor=\"a\\\"b\\\\c\\nd\"} 0.5\n"
+        );
+        assert_eq!(render_server_samples(&[]), "");
+    }
+}

@@ -362,33 +362,81 @@ pub async fn metrics(
         })?;
         caller.require(crate::auth::Scope::Admin)?;
     }
+    use crate::telemetry::ServerSample;
     let health = state.runtime.health().await;
-    metrics::gauge!("mnemos_mcp_sessions").set(
+    let mut samples = vec![ServerSample::gauge(
+        "mnemos_mcp_sessions",
+        vec![],
         state
             .mcp_sessions
             .load(std::sync::atomic::Ordering::Relaxed) as f64,
-    );
+    )];
     if let Some(index) = &health.index {
-        metrics::gauge!("mnemos_vector_index_size").set(index.vectors as f64);
+        samples.push(ServerSample::gauge(
+            "mnemos_vector_index_size",
+            vec![],
+            index.vectors as f64,
+        ));
     }
     for child in &health.children {
-        metrics::gauge!("mnemos_actor_restarts", "actor" => child.child.as_str())
-            .set(f64::from(child.restarts));
+        samples.push(ServerSample::gauge(
+            "mnemos_actor_restarts",
+            vec![("actor", child.child.as_str().to_string())],
+            f64::from(child.restarts),
+        ));
     }
     for projection in &health.projections {
-        metrics::gauge!("mnemos_projection_lag_entries", "projection" => projection.name.clone())
-            .set(projection.lag_entries as f64);
-        metrics::gauge!("mnemos_projection_lag_seconds", "projection" => projection.name.clone())
-            .set(projection.lag_seconds);
-        metrics::gauge!("mnemos_projection_failures", "projection" => projection.name.clone())
-            .set(f64::from(projection.failures));
-        metrics::gauge!("mnemos_projection_reads_served", "projection" => projection.name.clone())
-            .set(projection.reads_served as f64);
-        metrics::gauge!("mnemos_projection_reads_fallback", "projection" => projection.name.clone())
-            .set(projection.reads_fallback as f64);
+        let label = || vec![("projection", projection.name.clone())];
+        samples.extend([
+            ServerSample::gauge(
+                "mnemos_projection_lag_entries",
+                label(),
+                projection.lag_entries as f64,
+            ),
+            ServerSample::gauge(
+                "mnemos_projection_lag_seconds",
+                label(),
+                projection.lag_seconds,
+            ),
+            ServerSample::gauge(
+                "mnemos_projection_failures",
+                label(),
+                f64::from(projection.failures),
+            ),
+            ServerSample::gauge(
+                "mnemos_projection_reads_served",
+                label(),
+                projection.reads_served as f64,
+            ),
+            ServerSample::gauge(
+                "mnemos_projection_reads_fallback",
+                label(),
+                projection.reads_fallback as f64,
+            ),
+        ]);
     }
-    Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    ))
+    if let Some(naming) = &state.naming {
+        let progress = naming.progress();
+        samples.push(ServerSample::gauge(
+            "mnemos_entity_naming_queued",
+            vec![],
+            progress.waiting as f64,
+        ));
+        for (outcome, calls) in crate::store::model_entities::OUTCOMES
+            .iter()
+            .zip(progress.outcomes)
+        {
+            samples.push(ServerSample::counter(
+                "mnemos_entity_naming_total",
+                vec![("outcome", (*outcome).to_string())],
+                calls as f64,
+            ));
+        }
+    }
+    let mut text = state.metrics.render();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&crate::telemetry::render_server_samples(&samples));
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
 }

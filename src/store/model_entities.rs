@@ -14,7 +14,7 @@
 //! full queue dropped is missed.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mnemos_actors::error::MemoryResult;
@@ -54,6 +54,26 @@ pub struct NamingQueue {
     added: Notify,
     /// Set when the queue overflowed (and on start): scan the store for what has no answer.
     rescan: AtomicBool,
+    /// Whether the task is scanning or asking (false only while it waits for work).
+    working: AtomicBool,
+    /// Memories waiting to be asked again after a timeout or an error.
+    retrying: AtomicUsize,
+    /// Calls made by this queue's task, by outcome, in [`OUTCOMES`] order.
+    outcomes: [AtomicU64; OUTCOMES.len()],
+}
+
+/// The outcomes of a call to the model, as `mnemos_entity_naming_total{outcome}` names them.
+pub const OUTCOMES: [&str; 4] = ["ok", "timeout", "error", "malformed"];
+
+/// What one server's naming task has done and has left, for `/metrics`: kept per
+/// queue rather than in the process's recorder, so two runtimes in one process
+/// (tests, a program embedding two) each report their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamingProgress {
+    /// Memories queued, being asked, or waiting to be asked again.
+    pub waiting: usize,
+    /// Calls made, by outcome, in [`OUTCOMES`] order.
+    pub outcomes: [u64; OUTCOMES.len()],
 }
 
 impl NamingQueue {
@@ -77,17 +97,32 @@ impl NamingQueue {
             }
             pending.push_back(id);
         }
-        metrics::gauge!("mnemos_entity_naming_queued").set(pending.len() as f64);
         drop(pending);
         self.added.notify_one();
     }
 
     /// The next memory to ask about.
     fn pop(&self) -> Option<MemoryId> {
-        let mut pending = self.pending.lock().ok()?;
-        let next = pending.pop_front();
-        metrics::gauge!("mnemos_entity_naming_queued").set(pending.len() as f64);
-        next
+        self.pending.lock().ok()?.pop_front()
+    }
+
+    /// What the task has done and what is left (`mnemos_entity_naming_*` in `/metrics`).
+    /// A scan still to run counts as one memory waiting, since it may queue some.
+    pub fn progress(&self) -> NamingProgress {
+        NamingProgress {
+            waiting: self.len()
+                + usize::from(self.working.load(Ordering::SeqCst))
+                + self.retrying.load(Ordering::SeqCst)
+                + usize::from(self.rescan.load(Ordering::SeqCst)),
+            outcomes: std::array::from_fn(|i| self.outcomes[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Count a call that ended with `outcome` (one of [`OUTCOMES`]).
+    fn count(&self, outcome: &str) {
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.outcomes[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Memories waiting.
@@ -107,9 +142,16 @@ pub struct NamingTask {
     stop: CancellationToken,
     /// The task.
     handle: tokio::task::JoinHandle<()>,
+    /// What it works through, for its progress in `/metrics`.
+    queue: Arc<NamingQueue>,
 }
 
 impl NamingTask {
+    /// The queue the task works through (its [`NamingQueue::progress`]).
+    pub fn queue(&self) -> Arc<NamingQueue> {
+        self.queue.clone()
+    }
+
     /// Stop asking (a call under way is dropped; its memory is asked again after the
     /// next start) and wait for the task to end.
     pub async fn stop(self) {
@@ -145,7 +187,7 @@ pub fn start<D: Dialect>(
         store,
         index,
         thought,
-        queue,
+        queue: queue.clone(),
         later: Mutex::new(Vec::new()),
     };
     let token = stop.clone();
@@ -155,7 +197,11 @@ pub fn start<D: Dialect>(
             () = naming.run() => {}
         }
     });
-    NamingTask { stop, handle }
+    NamingTask {
+        stop,
+        handle,
+        queue,
+    }
 }
 
 /// The outcome word of a failed call's description ("timeout after 2000 ms" → `timeout`).
@@ -172,6 +218,7 @@ impl<D: Dialect> Naming<D> {
     /// Ask about what waits, forever.
     async fn run(&self) {
         loop {
+            self.queue.working.store(true, Ordering::SeqCst);
             if self.queue.rescan.swap(false, Ordering::SeqCst) {
                 if let Err(error) = self.scan().await {
                     tracing::warn!(%error, "could not list the memories the model has not named yet; trying again");
@@ -189,6 +236,7 @@ impl<D: Dialect> Naming<D> {
                         .map(|(_, id, attempts)| (id.clone(), *attempts))
                         .collect();
                     later.retain(|(at, _, _)| *at > now);
+                    self.queue.retrying.store(later.len(), Ordering::SeqCst);
                     (due, later.iter().map(|(at, _, _)| *at).min())
                 }
                 Err(_) => (Vec::new(), None),
@@ -204,6 +252,7 @@ impl<D: Dialect> Naming<D> {
                         at.saturating_duration_since(now)
                     })
                     .min(std::time::Duration::from_secs(60));
+                self.queue.working.store(false, Ordering::SeqCst);
                 let _ = tokio::time::timeout(wait, self.queue.added.notified()).await;
                 continue;
             };
@@ -223,6 +272,7 @@ impl<D: Dialect> Naming<D> {
                             id.clone(),
                             attempts + 1,
                         ));
+                        self.queue.retrying.store(later.len(), Ordering::SeqCst);
                     }
                 }
             }
@@ -302,7 +352,7 @@ impl<D: Dialect> Naming<D> {
         }
         let thought = self.thought.name_entities(&content).await;
         let outcome = outcome_of(thought.fallback.as_deref());
-        metrics::counter!("mnemos_entity_naming_total", "outcome" => outcome).increment(1);
+        self.queue.count(outcome);
         let answer = thought
             .value
             .as_ref()
@@ -381,5 +431,22 @@ mod tests {
         assert_eq!(queue.len(), MAX_QUEUED);
         assert!(queue.rescan.load(Ordering::SeqCst));
         assert_eq!(queue.pop(), Some(MemoryId("0".into())));
+    }
+
+    #[test]
+    fn progress_counts_what_waits_and_each_outcome() {
+        let queue = NamingQueue::new();
+        // A fresh queue has a scan to run: something may wait.
+        assert_eq!(queue.progress().waiting, 1);
+        queue.rescan.store(false, Ordering::SeqCst);
+        assert_eq!(queue.progress().waiting, 0);
+        queue.push([MemoryId("a".into()), MemoryId("b".into())]);
+        queue.retrying.store(1, Ordering::SeqCst);
+        queue.working.store(true, Ordering::SeqCst);
+        assert_eq!(queue.progress().waiting, 4);
+        for outcome in ["ok", "ok", "timeout", "malformed", "skipped"] {
+            queue.count(outcome);
+        }
+        assert_eq!(queue.progress().outcomes, [2, 1, 0, 1]);
     }
 }

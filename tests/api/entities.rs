@@ -882,10 +882,12 @@ async fn a_real_llm_names_entities_in_the_background_checked_against_the_text() 
     for text in texts {
         app.remember("named", text, json!({})).await;
     }
-    // A busy server may time a call out: it is asked again, so wait for answers.
+    // A busy server may time a call out: it is asked again, so wait until this server
+    // has nothing left to ask (its own counts: `/metrics` reports them per server).
     let asked = eventually(Duration::from_secs(300), || async {
         counter(&app, "mnemos_entity_naming_total", "outcome=").await >= texts.len() as f64
             && counter(&app, "mnemos_entity_naming_total", "outcome=\"ok\"").await >= 1.0
+            && counter(&app, "mnemos_entity_naming_queued", "").await == 0.0
     })
     .await;
     assert!(asked, "{}", app.get("/metrics").await.text().await.unwrap());
