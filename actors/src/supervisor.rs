@@ -522,6 +522,135 @@ impl Actor for Supervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A child that fails when told to, and fails in `post_start` on the start numbered
+    /// `fail_on` (after its spawn has returned, the way a child dies at once).
+    #[derive(Clone)]
+    struct Blinker;
+
+    /// [`Blinker`]'s only message: the injected fault.
+    struct Fault;
+
+    impl From<InjectedFault> for Fault {
+        fn from(_: InjectedFault) -> Self {
+            Fault
+        }
+    }
+
+    /// Shared with the test: how many times the child started, and which start fails.
+    #[derive(Clone)]
+    struct BlinkerArgs {
+        starts: Arc<AtomicUsize>,
+        fail_on: usize,
+    }
+
+    impl Actor for Blinker {
+        type Msg = Fault;
+        type State = BlinkerArgs;
+        type Arguments = BlinkerArgs;
+
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<Fault>,
+            args: BlinkerArgs,
+        ) -> Result<BlinkerArgs, ActorProcessingErr> {
+            Ok(args)
+        }
+
+        async fn post_start(
+            &self,
+            _myself: ActorRef<Fault>,
+            state: &mut BlinkerArgs,
+        ) -> Result<(), ActorProcessingErr> {
+            let start = state.starts.fetch_add(1, Ordering::SeqCst) + 1;
+            if start == state.fail_on {
+                return Err("failed right after starting".into());
+            }
+            Ok(())
+        }
+
+        async fn handle(
+            &self,
+            _myself: ActorRef<Fault>,
+            _message: Fault,
+            _state: &mut BlinkerArgs,
+        ) -> Result<(), ActorProcessingErr> {
+            Err("injected fault".into())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarted_child_that_exits_before_its_start_is_handled_is_restarted_again() {
+        let starts = Arc::new(AtomicUsize::new(0));
+        let args = BlinkerArgs {
+            starts: starts.clone(),
+            fail_on: 2,
+        };
+        let plain = ChildSpec::new(ChildKind::Working, Blinker, args);
+        // The first restart's spawn hands its child over only once that child has died,
+        // so its exit reaches the supervisor before `Started` does (supervision events
+        // are handled before ordinary messages): the race, staged every time.
+        let spawns = Arc::new(AtomicUsize::new(0));
+        let spec = ChildSpec {
+            kind: ChildKind::Working,
+            spawn: Arc::new(move |supervisor| {
+                let (plain, spawns) = (plain.clone(), spawns.clone());
+                Box::pin(async move {
+                    let child = (plain.spawn)(supervisor).await?;
+                    if spawns.fetch_add(1, Ordering::SeqCst) + 1 == 2 {
+                        let deadline = Instant::now() + Duration::from_secs(5);
+                        while child.cell.get_status() != ractor::ActorStatus::Stopped {
+                            assert!(Instant::now() < deadline, "the child did not die");
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                    }
+                    Ok(child)
+                })
+            }),
+        };
+        let directory = Arc::new(Directory::default());
+        let restart = RestartPolicy {
+            initial_backoff: Duration::from_millis(10),
+            ..RestartPolicy::default()
+        };
+        let (supervisor, _) = Actor::spawn(
+            None,
+            Supervisor,
+            SupervisorArgs {
+                children: vec![spec],
+                restart,
+                directory: directory.clone(),
+            },
+        )
+        .await
+        .expect("supervisor starts");
+        supervisor
+            .cast(SupervisorMsg::InjectFault(ChildKind::Working))
+            .expect("supervisor is up");
+        // Restarted once into a child that died at once, then again into a live one.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let health = directory.health();
+            let live = directory
+                .actor::<Fault>(ChildKind::Working)
+                .is_some_and(|child| child.get_status() == ractor::ActorStatus::Running);
+            if live && health[0].restarts == 2 && health[0].state == ChildState::Running {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the child was not restarted after dying before its start was handled: \
+                 {health:?}, live: {live}, starts: {}",
+                starts.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(starts.load(Ordering::SeqCst), 3);
+        ractor::call!(supervisor, |reply| SupervisorMsg::Shutdown { reply })
+            .expect("supervisor shuts down");
+        supervisor.stop(None);
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {
