@@ -238,8 +238,8 @@ pub struct EmbeddingSettings {
     pub ms_per_text: u64,
     /// Threads one forward pass of a `local` model uses (0: every core).
     pub threads: usize,
-    /// How long a small request waits for concurrent ones to be embedded with it, for
-    /// a model whose batches pay (`local`, `openai`); 0: never.
+    /// How long a small request that finds the model busy waits for others to be
+    /// embedded with it, for a model whose batches pay (`local`, `openai`); 0: never.
     pub micro_batch_ms: u64,
 }
 

@@ -84,6 +84,8 @@ pub enum VectorsMsg {
     },
     /// Embed the small requests collected since the first of them arrived.
     FlushBatch,
+    /// A micro-batch finished: what waited for the embedder goes now.
+    BatchDone,
     /// What the index holds.
     Status { reply: Reply<IndexStatus> },
     /// Test hook: fail the actor as if its state were broken.
@@ -152,7 +154,8 @@ pub struct VectorsArgs {
     pub embed_concurrency: usize,
     /// Most texts waiting or being embedded before a request is refused with `rate_limited`.
     pub max_queued_texts: usize,
-    /// How long a small request waits for others to share its batch (zero: never).
+    /// How long a small request that finds the embedder busy waits for others to share
+    /// its batch (zero: never).
     pub micro_batch: std::time::Duration,
 }
 
@@ -197,6 +200,9 @@ pub struct VectorsState {
     batch: MicroBatch,
     /// How long the first of them waits for company.
     micro_batch: std::time::Duration,
+    /// Micro-batches being embedded: while none is, a small request goes at once (it
+    /// would wait for nobody), and requests that arrive meanwhile share the next call.
+    batches_in_flight: usize,
 }
 
 impl VectorsState {
@@ -254,6 +260,12 @@ impl EmbedQueue {
     fn done(&self, count: usize) {
         self.queued
             .fetch_sub(count, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Nothing is waiting or being embedded (a large request, which skips the
+    /// micro-batch, counts here too).
+    fn is_idle(&self) -> bool {
+        self.queued.load(std::sync::atomic::Ordering::Acquire) == 0
     }
 }
 
@@ -556,6 +568,7 @@ impl Actor for VectorsActor {
             }),
             batch: MicroBatch::default(),
             micro_batch: args.micro_batch,
+            batches_in_flight: 0,
         })
     }
 
@@ -584,7 +597,12 @@ impl Actor for VectorsActor {
                     });
                     return Ok(());
                 }
-                if state.batch.pending.is_empty() {
+                // An idle embedder would make a lone request wait for nobody: it goes
+                // at once, and what arrives while it is embedded collects behind it.
+                let idle = state.batch.pending.is_empty()
+                    && state.batches_in_flight == 0
+                    && state.queue.is_idle();
+                if state.batch.pending.is_empty() && !idle {
                     // The first request waits at most the window for others.
                     myself.send_after(state.micro_batch, || VectorsMsg::FlushBatch);
                 }
@@ -594,11 +612,15 @@ impl Actor for VectorsActor {
                     query,
                     reply,
                 });
-                if state.batch.texts >= MICRO_BATCH_TEXTS {
-                    flush_micro_batch(state);
+                if idle || state.batch.texts >= MICRO_BATCH_TEXTS {
+                    flush_micro_batch(&myself, state);
                 }
             }
-            VectorsMsg::FlushBatch => flush_micro_batch(state),
+            VectorsMsg::FlushBatch => flush_micro_batch(&myself, state),
+            VectorsMsg::BatchDone => {
+                state.batches_in_flight = state.batches_in_flight.saturating_sub(1);
+                flush_micro_batch(&myself, state);
+            }
             VectorsMsg::Search { query, reply } => {
                 let index = state.index.clone();
                 tokio::spawn(async move {
@@ -672,14 +694,20 @@ impl Actor for VectorsActor {
 }
 
 /// Embed what the micro-batch collected (nothing when it is empty: a full batch went
-/// before its timer fired).
-fn flush_micro_batch(state: &mut VectorsState) {
+/// before its timer fired, or nothing waited); `BatchDone` follows.
+fn flush_micro_batch(myself: &VectorsRef, state: &mut VectorsState) {
     let batch = std::mem::take(&mut state.batch);
     if batch.pending.is_empty() {
         return;
     }
     let (embedder, queue) = (state.embedder.current(), state.queue.clone());
-    tokio::spawn(embed_micro_batch(embedder, batch.pending, queue));
+    state.batches_in_flight += 1;
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        embed_micro_batch(embedder, batch.pending, queue).await;
+        // Gone after a restart: the new actor starts with nothing in flight.
+        let _ = myself.cast(VectorsMsg::BatchDone);
+    });
 }
 
 /// Held (shared) by everything that embeds and then stores or searches, and

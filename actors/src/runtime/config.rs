@@ -174,8 +174,8 @@ pub struct EmbedSettings {
     pub max_queued_texts: usize,
     /// Time allowed per text on top of `call_timeout` before an embedding is given up.
     pub time_per_text: Duration,
-    /// How long small requests wait for others to be embedded with them, for an
-    /// embedder whose batches pay (zero: never).
+    /// How long small requests that find the embedder busy wait for others to be
+    /// embedded with them, for an embedder whose batches pay (zero: never).
     pub micro_batch: Duration,
     /// The longest one request of a remote embedder may take (its timeout times its
     /// attempts, plus the backoff between them), allowed again for every

@@ -952,12 +952,15 @@ async fn an_interrupted_reembedding_carries_on_where_it_stopped_and_switches_onc
     runtime.shutdown().await.unwrap();
 }
 
-/// The built-in embedder as a model whose batches pay: records the size of each call.
+/// The built-in embedder as a model whose batches pay: each call takes a while, like a
+/// forward pass, and records its size.
 struct BatchingEmbedder {
     /// The model that does the work.
     inner: crate::embedding::BuiltinEmbedder,
     /// Texts per call, in call order.
     calls: std::sync::Mutex<Vec<usize>>,
+    /// How long each call takes.
+    pass: Duration,
 }
 
 impl crate::embedding::Embedder for BatchingEmbedder {
@@ -969,6 +972,7 @@ impl crate::embedding::Embedder for BatchingEmbedder {
     }
     fn embed_batch(&self, texts: &[&str]) -> MemoryResult<Vec<Vec<f32>>> {
         self.calls.lock().unwrap().push(texts.len());
+        std::thread::sleep(self.pass);
         self.inner.embed_batch(texts)
     }
     fn batching_pays(&self) -> bool {
@@ -977,17 +981,40 @@ impl crate::embedding::Embedder for BatchingEmbedder {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_single_embeddings_share_model_calls_and_each_gets_its_own_vector() {
+async fn a_lone_embedding_never_waits_and_concurrent_ones_share_model_calls_each_getting_its_own_vector(
+) {
     let embedder = Arc::new(BatchingEmbedder {
         inner: crate::embedding::BuiltinEmbedder::new(256),
         calls: Default::default(),
+        pass: Duration::from_millis(50),
     });
     let mut parts = RuntimeParts::in_memory();
     parts.embedder = embedder.clone();
     let mut settings = config();
-    settings.embedding.micro_batch = Duration::from_millis(20);
+    // A window far longer than the test may take: nothing here waits it out.
+    let window = Duration::from_secs(5);
+    settings.embedding.micro_batch = window;
     let runtime = Runtime::start(parts, settings).await.unwrap();
     let vectors = runtime.actors().vectors.clone();
+    embedder.calls.lock().unwrap().clear();
+
+    // A lone question on an idle embedder goes at once: there is nobody to wait for.
+    let started = std::time::Instant::now();
+    vectors
+        .embed_queries(&["where is the deploy lock".to_string()])
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < window / 2,
+        "a lone question waited for company: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(*embedder.calls.lock().unwrap(), vec![1]);
+    embedder.calls.lock().unwrap().clear();
+
+    // Requests that arrive while the model is busy share the next call, which starts as
+    // soon as the model is free (not when the window ends).
+    let started = std::time::Instant::now();
     let texts: Vec<String> = (0..24)
         .map(|i| {
             format!(
@@ -1008,6 +1035,11 @@ async fn concurrent_single_embeddings_share_model_calls_and_each_gets_its_own_ve
         }
     });
     let answers = futures_join_all(asked).await;
+    assert!(
+        started.elapsed() < window / 2,
+        "requests behind a busy model waited for the window: {:?}",
+        started.elapsed()
+    );
     let reference = crate::embedding::BuiltinEmbedder::new(256);
     for (text, answer) in texts.iter().zip(answers) {
         let got = answer.unwrap();
