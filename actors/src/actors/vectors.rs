@@ -702,12 +702,22 @@ fn flush_micro_batch(myself: &VectorsRef, state: &mut VectorsState) {
     }
     let (embedder, queue) = (state.embedder.current(), state.queue.clone());
     state.batches_in_flight += 1;
-    let myself = myself.clone();
+    let done = BatchDoneOnDrop(myself.clone());
     tokio::spawn(async move {
         embed_micro_batch(embedder, batch.pending, queue).await;
-        // Gone after a restart: the new actor starts with nothing in flight.
-        let _ = myself.cast(VectorsMsg::BatchDone);
+        drop(done);
     });
+}
+
+/// Tells the actor a micro-batch is over when dropped, even by a task that panicked,
+/// so a failure never leaves later requests waiting out the window. (After a restart
+/// the old actor is gone and the new one starts with nothing in flight.)
+struct BatchDoneOnDrop(VectorsRef);
+
+impl Drop for BatchDoneOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.cast(VectorsMsg::BatchDone);
+    }
 }
 
 /// Held (shared) by everything that embeds and then stores or searches, and
