@@ -49,10 +49,19 @@ pub fn l2_normalize(vector: &mut [f32]) {
 
 /// Dot product of two equally long vectors (cosine for unit vectors).
 ///
-/// Eight independent accumulators let the compiler vectorise the loop (a single
-/// running sum must be added in order and stays scalar); this is the inner loop of
-/// every exact vector search and near-duplicate check.
+/// This is the inner loop of every exact vector search and near-duplicate check
+/// ([`lane_dot`] keeps it vectorised).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    lane_dot(a, b, |y| y)
+}
+
+/// Σ a[i] · widen(b[i]) over the common length, for `b` of any element type (floats,
+/// the flat index's int8 codes).
+///
+/// Eight independent accumulators let the compiler vectorise the loop (a single
+/// running sum must be added in order and stays scalar).
+#[inline(always)]
+pub fn lane_dot<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f32 {
     let len = a.len().min(b.len());
     let (a, b) = (&a[..len], &b[..len]);
     let mut lanes = [0.0f32; 8];
@@ -62,11 +71,11 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         .remainder()
         .iter()
         .zip(b_chunks.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(x, y)| x * widen(*y))
         .sum();
     for (x, y) in a_chunks.zip(b_chunks) {
         for lane in 0..8 {
-            lanes[lane] += x[lane] * y[lane];
+            lanes[lane] += x[lane] * widen(y[lane]);
         }
     }
     lanes.iter().sum::<f32>() + tail

@@ -71,23 +71,7 @@ pub(crate) fn as_stored(vector: &[f32]) -> Vec<f32> {
 
 /// The dot product of `query` with the vector `codes × scale`.
 pub fn dot_codes(query: &[f32], codes: &[i8], scale: f32) -> f32 {
-    let len = query.len().min(codes.len());
-    let (query, codes) = (&query[..len], &codes[..len]);
-    let mut lanes = [0.0f32; 8];
-    let query_chunks = query.chunks_exact(8);
-    let code_chunks = codes.chunks_exact(8);
-    let tail: f32 = query_chunks
-        .remainder()
-        .iter()
-        .zip(code_chunks.remainder())
-        .map(|(x, c)| x * f32::from(*c))
-        .sum();
-    for (x, c) in query_chunks.zip(code_chunks) {
-        for lane in 0..8 {
-            lanes[lane] += x[lane] * f32::from(c[lane]);
-        }
-    }
-    (lanes.iter().sum::<f32>() + tail) * scale
+    crate::embedding::lane_dot(query, codes, f32::from) * scale
 }
 
 impl FlatPartition {
