@@ -340,7 +340,14 @@ impl BertEncoder {
             unsafe { self.layers_avx2(&mut x, &spans, parallelism) };
             return Ok(x);
         }
-        self.layers(&mut x, &spans, parallelism, false);
+        self.layers(
+            &mut x,
+            &spans,
+            Product {
+                parallelism,
+                avx2: false,
+            },
+        );
         Ok(x)
     }
 
@@ -407,30 +414,31 @@ impl BertEncoder {
         spans: &[(usize, usize)],
         parallelism: Parallelism,
     ) {
-        self.layers(x, spans, parallelism, true);
+        self.layers(
+            x,
+            spans,
+            Product {
+                parallelism,
+                avx2: true,
+            },
+        );
     }
 
     /// The embedding layer norm and every transformer block, in place on `x`
     /// (`tokens × hidden`). Inlined into each caller so the element-wise loops are
-    /// vectorised for the caller's instruction set. `avx2`: the CPU has AVX2 and FMA, so
-    /// a few rows are multiplied by [`small::small_product`].
+    /// vectorised for the caller's instruction set; `product` says how its linear
+    /// layers multiply.
     #[inline(always)]
-    fn layers(
-        &self,
-        x: &mut Vec<f32>,
-        spans: &[(usize, usize)],
-        parallelism: Parallelism,
-        avx2: bool,
-    ) {
+    fn layers(&self, x: &mut Vec<f32>, spans: &[(usize, usize)], product: Product) {
         let hidden = self.hidden;
-        let wide = !matches!(parallelism, Parallelism::None);
+        let wide = product.wide();
         layer_norm(x, hidden, &self.embedding_norm, self.eps, wide);
         // Taken out of the thread-local, not borrowed inside a closure: a closure
         // would be compiled without this function's instruction set. A rayon thread
         // waiting inside a pass may run another pass; that one finds no buffers and
         // makes its own.
         let mut scratch = SCRATCH.with(Cell::take);
-        self.blocks(x, spans, parallelism, avx2, &mut scratch);
+        self.blocks(x, spans, product, &mut scratch);
         scratch.shrink_if_large();
         SCRATCH.with(|cell| cell.set(scratch));
     }
@@ -441,13 +449,12 @@ impl BertEncoder {
         &self,
         x: &mut Vec<f32>,
         spans: &[(usize, usize)],
-        parallelism: Parallelism,
-        avx2: bool,
+        product: Product,
         scratch: &mut Scratch,
     ) {
         let hidden = self.hidden;
         let tokens = x.len() / hidden;
-        let wide = !matches!(parallelism, Parallelism::None);
+        let wide = product.wide();
         let Scratch {
             qkv,
             context,
@@ -461,7 +468,6 @@ impl BertEncoder {
             context.clear();
             context.resize(tokens * hidden, 0.0);
             for layer in &self.layers {
-                let product = Product { parallelism, avx2 };
                 product.linear(x, tokens, &layer.qkv, qkv);
                 self.attention(qkv, spans, context, scores, keys);
                 product.linear(context, tokens, &layer.attention_out, attended);
@@ -612,6 +618,11 @@ struct Product {
 }
 
 impl Product {
+    /// Whether the pass may spread element-wise steps over threads too.
+    fn wide(self) -> bool {
+        !matches!(self.parallelism, Parallelism::None)
+    }
+
     /// `out = x · W + b` for `rows` rows of `x`.
     #[inline(always)]
     fn linear(self, x: &[f32], rows: usize, dense: &Dense, out: &mut Vec<f32>) {
@@ -957,7 +968,14 @@ mod tests {
         assert_eq!(packed.len(), want.len());
         // The portable build of the blocks (what CPUs without AVX2 run) agrees too.
         let (mut portable, spans) = encoder.embed_tokens(&sequences).unwrap();
-        encoder.layers(&mut portable, &spans, Parallelism::None, false);
+        encoder.layers(
+            &mut portable,
+            &spans,
+            Product {
+                parallelism: Parallelism::None,
+                avx2: false,
+            },
+        );
         let apart = max_difference(&portable, &packed);
         assert!(
             apart < 1e-5,
