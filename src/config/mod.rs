@@ -193,6 +193,9 @@ pub struct StorageSettings {
     /// SQLite page cache per connection, in MiB: resident memory against batch-write
     /// speed (pages the process keeps rather than the operating system's file cache).
     pub cache_mib: u32,
+    /// Memories kept decoded for recall's reads by id (0: off); each is checked against
+    /// its row on every read, so it trades resident memory for decoding, never freshness.
+    pub row_cache: usize,
 }
 
 /// `[embedding]`.
@@ -686,6 +689,7 @@ impl Settings {
             },
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
+            row_cache: self.storage.row_cache,
             default_importance: self.memory.default_importance,
             recall: self.recall,
             dedup_threshold: self.dedup.threshold,
@@ -807,6 +811,10 @@ mod tests {
             ),
             ("storage.mmap_mib", Box::new(|s| s.storage.mmap_mib = 4096)),
             ("storage.cache_mib", Box::new(|s| s.storage.cache_mib = 0)),
+            (
+                "storage.row_cache",
+                Box::new(|s| s.storage.row_cache = 2_000_000),
+            ),
             (
                 "storage.cache_mib",
                 Box::new(|s| s.storage.cache_mib = 4096),

@@ -7,6 +7,9 @@ use super::{bad, ConfigError, Settings};
 /// 4 GiB of page cache, more than any deployment of mnemos needs.
 const MAX_CACHE_MIB: u32 = 1024;
 
+/// Largest `storage.row_cache`: about a GiB of decoded memories.
+const MAX_ROW_CACHE: usize = 1_000_000;
+
 /// Largest `storage.mmap_mib`: SQLite's own limit (`SQLITE_MAX_MMAP_SIZE`, just under 2 GiB).
 const MAX_MMAP_MIB: u64 = 2047;
 
@@ -134,12 +137,18 @@ impl Settings {
     }
 
     /// `[storage]`: a known backend, a PostgreSQL URL when it is `postgres`, a memory map
-    /// SQLite can hold, a page cache of at least one MiB.
+    /// SQLite can hold, a page cache of at least one MiB, a row cache of at most a GiB or so.
     pub(super) fn validate_storage(&self) -> Result<(), ConfigError> {
         if !(1..=MAX_CACHE_MIB).contains(&self.storage.cache_mib) {
             return Err(bad(
                 "storage.cache_mib",
                 format!("must be between 1 and {MAX_CACHE_MIB} (MiB per connection)"),
+            ));
+        }
+        if self.storage.row_cache > MAX_ROW_CACHE {
+            return Err(bad(
+                "storage.row_cache",
+                format!("must be at most {MAX_ROW_CACHE} (memories); 0 turns the row cache off"),
             ));
         }
         if self.storage.mmap_mib > MAX_MMAP_MIB {

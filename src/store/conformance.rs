@@ -23,8 +23,8 @@ use mnemos_actors::store::kv::KvStore;
 use mnemos_actors::store::projects::ProjectStore;
 use mnemos_actors::store::ProjectedChange;
 use mnemos_actors::store::{
-    ConsolidationCommit, GraphStore, KeywordQuery, ListQuery, MemoryStore, SessionArchive,
-    SessionCompaction, StoredMemory,
+    ConsolidationCommit, GraphStore, KeywordQuery, ListQuery, MemoryStore, RowStamp,
+    SessionArchive, SessionCompaction, StoredMemory,
 };
 use mnemos_actors::testing::memory_fixture;
 use sqlx::Connection;
@@ -149,6 +149,7 @@ on_both_backends!(
     outbox_records_every_change_in_order,
     refuses_what_it_cannot_store_as_invalid_input,
     the_entity_index_names_what_active_memories_name_and_rebuilds_alike,
+    stamps_move_with_every_change_and_whole_rows_come_beside_them,
 );
 
 /// Apply the whole outbox to the entity index, twice (a repeated apply is harmless).
@@ -753,6 +754,86 @@ async fn insert_new_content_skips_what_the_agent_already_holds<S: TestStore>(sto
         store.insert_new_content(&[stored(&again)]).await.unwrap(),
         vec![(again.id.clone(), in_project.id.clone())]
     );
+}
+
+/// What the episodic actor's row cache relies on: `stamps_and_memories` answers the
+/// stamps of the held ids and the whole rows of the missing ones (also past one
+/// statement's worth of ids), skips what does not exist, and a stamp moves with every
+/// change of its row: an edit, a reinforcement.
+async fn stamps_and_whole_rows<S: TestStore>(
+    store: &S,
+    held: &[MemoryId],
+    missing: &[MemoryId],
+) -> (Vec<(MemoryId, RowStamp)>, Vec<Memory>) {
+    let (mut stamps, mut rows) = store.stamps_and_memories(held, missing).await.unwrap();
+    stamps.sort_by(|a, b| a.0.cmp(&b.0));
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
+    (stamps, rows)
+}
+
+async fn stamps_move_with_every_change_and_whole_rows_come_beside_them<S: TestStore>(store: &S) {
+    let a = fixture("alice", "Staging listens on port 5433", t0());
+    let b = fixture("alice", "The cache TTL is ten minutes", t0());
+    let c = fixture("alice", "Deploys go out on Tuesdays", t0());
+    store
+        .insert(&[stored(&a), stored(&b), stored(&c)])
+        .await
+        .unwrap();
+    let ghost = MemoryId("0190f0f0-0000-7000-8000-000000000000".into());
+    let (stamps, rows) =
+        stamps_and_whole_rows(store, &[a.id.clone(), ghost.clone()], &[c.id.clone()]).await;
+    assert_eq!(stamps, vec![(a.id.clone(), RowStamp::of(&a))]);
+    assert_eq!(rows, vec![store.get(&c.id).await.unwrap().unwrap()]);
+    // Each list alone.
+    assert_eq!(
+        stamps_and_whole_rows(store, &[b.id.clone()], &[]).await,
+        (vec![(b.id.clone(), RowStamp::of(&b))], Vec::new())
+    );
+    assert_eq!(
+        stamps_and_whole_rows(store, &[], &[b.id.clone(), ghost.clone()]).await,
+        (Vec::new(), vec![store.get(&b.id).await.unwrap().unwrap()])
+    );
+    // More ids than one statement binds.
+    let many_ghosts = |prefix: &str| -> Vec<MemoryId> {
+        (0..300)
+            .map(|n| MemoryId(format!("{prefix}-{n}")))
+            .collect()
+    };
+    let mut held = many_ghosts("held");
+    held.push(a.id.clone());
+    let mut missing = many_ghosts("missing");
+    missing.push(b.id.clone());
+    let (stamps, rows) = stamps_and_whole_rows(store, &held, &missing).await;
+    assert_eq!(stamps, vec![(a.id.clone(), RowStamp::of(&a))]);
+    assert_eq!(rows, vec![store.get(&b.id).await.unwrap().unwrap()]);
+
+    // A reinforcement moves the access count, an edit the version, a deletion the row.
+    store.touch(&[a.id.clone()], t0()).await.unwrap();
+    let later = t0() + Duration::hours(1);
+    let mut next = b.clone();
+    next.content = "The cache TTL is an hour".into();
+    next.version = 2;
+    next.updated_at = later;
+    store
+        .update(&next, &version_of(&b, "patch", later), None)
+        .await
+        .unwrap();
+    store.delete(&c.id).await.unwrap();
+    let (stamps, _) =
+        stamps_and_whole_rows(store, &[a.id.clone(), b.id.clone(), c.id.clone()], &[]).await;
+    let mut expected = vec![
+        (
+            a.id.clone(),
+            RowStamp {
+                version: a.version,
+                access_count: a.access_count + 1,
+            },
+        ),
+        (b.id.clone(), RowStamp::of(&next)),
+    ];
+    expected.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(stamps, expected);
+    assert_ne!(RowStamp::of(&b), RowStamp::of(&next));
 }
 
 async fn update_is_compare_and_swap_with_history<S: TestStore>(store: &S) {

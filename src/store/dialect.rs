@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{Memory, MemoryId, MemoryVersion};
 use mnemos_actors::policy::consistency::normalized_hash;
-use mnemos_actors::store::{KeywordQuery, StoredMemory};
+use mnemos_actors::store::{KeywordQuery, RowStamp, StoredMemory};
 use mnemos_actors::text::KEYWORD_TERMS_VERSION;
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, Transaction};
@@ -136,6 +136,25 @@ pub trait Dialect: Database<Row: Columns> + Sync {
         _store: &SqlStore<Self>,
         _statement: &Statement<'_>,
     ) -> Option<Vec<Memory>> {
+        None
+    }
+    /// The stamps a `SELECT id, version, access_count FROM memories …` statement reads,
+    /// from one aggregated row where that is faster for the dialect; `None` (the
+    /// default, and on any failure) has the caller read them row by row.
+    async fn stamps_in_one_row(
+        _store: &SqlStore<Self>,
+        _statement: &Statement<'_>,
+    ) -> Option<Vec<(MemoryId, RowStamp)>> {
+        None
+    }
+    /// `MemoryStore::stamps_and_memories` in one statement answering one row, where the
+    /// dialect can; `None` (the default, and on any failure, a corrupt row included)
+    /// has the caller read stamps and rows apart, tolerantly.
+    async fn stamps_and_memories_in_one_row(
+        _store: &SqlStore<Self>,
+        _held: &[MemoryId],
+        _missing: &[MemoryId],
+    ) -> Option<(Vec<(MemoryId, RowStamp)>, Vec<Memory>)> {
         None
     }
     /// `MemoryStore::outbox_committed_head`.

@@ -5,7 +5,7 @@
 //! dialect does its own way (inserting with keyword terms, the keyword search, a few
 //! spellings) comes from its [`Dialect`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -17,7 +17,7 @@ use mnemos_actors::model::{
 use mnemos_actors::store::{active_content_hashes, split_stored_content, StoredContent};
 use mnemos_actors::store::{
     unknown_meta_key, ConsolidationCommit, EmbeddingRecord, IdleSession, KeywordQuery, ListQuery,
-    MemoryStore, NextEmbedding, OutboxBounds, OutboxEntry, ReembedCounts, ReembedRow,
+    MemoryStore, NextEmbedding, OutboxBounds, OutboxEntry, ReembedCounts, ReembedRow, RowStamp,
     SessionArchive, SessionCompaction, StoreCondition, StoredMemory, FORGET_REASONS, META_KEYS,
 };
 
@@ -79,6 +79,31 @@ fn all_storable<'a>(records: impl IntoIterator<Item = &'a StoredMemory>) -> Memo
 
 fn whole(value: u64) -> Arg<'static> {
     Arg::Integer(i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// The [`RowStamp`] of each of `ids` that exists and reads cleanly.
+    async fn row_stamps(&self, ids: &[MemoryId]) -> MemoryResult<Vec<(MemoryId, RowStamp)>> {
+        let mut stamps = Vec::with_capacity(ids.len());
+        for chunk in D::LISTS.chunks(ids, 500) {
+            let mut statement = Statement::new(sql::STAMPS_WHERE, []);
+            statement.push_in(D::LISTS, "id", id_texts(chunk));
+            if let Some(found) = D::stamps_in_one_row(self, &statement).await {
+                stamps.extend(found);
+                continue;
+            }
+            // A row whose stamp does not read is left out: the cache reads it again whole,
+            // tolerantly, like any row it does not hold.
+            stamps.extend(self.rows(&statement).await?.iter().filter_map(|row| {
+                let stamp = RowStamp {
+                    version: u32::try_from(row.integer("version").ok()?).ok()?,
+                    access_count: u32::try_from(row.integer("access_count").ok()?).ok()?,
+                };
+                Some((MemoryId(row.text("id").ok()?), stamp))
+            }));
+        }
+        Ok(stamps)
+    }
 }
 
 #[async_trait]
@@ -252,6 +277,34 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             );
         }
         Ok(memories)
+    }
+
+    async fn stamps_and_memories(
+        &self,
+        held: &[MemoryId],
+        missing: &[MemoryId],
+    ) -> MemoryResult<(Vec<(MemoryId, RowStamp)>, Vec<Memory>)> {
+        if held.is_empty() || missing.is_empty() {
+            return Ok((self.row_stamps(held).await?, self.get_many(missing).await?));
+        }
+        if held.len() + missing.len() <= 500 {
+            if let Some(found) = D::stamps_and_memories_in_one_row(self, held, missing).await {
+                return Ok(found);
+            }
+        }
+        // One read rather than two: the held rows whole, their stamps taken from them.
+        let all: Vec<MemoryId> = held.iter().chain(missing).cloned().collect();
+        let held: HashSet<&MemoryId> = held.iter().collect();
+        let (held_rows, missing_rows): (Vec<Memory>, Vec<Memory>) = self
+            .get_many(&all)
+            .await?
+            .into_iter()
+            .partition(|m| held.contains(&m.id));
+        let stamps = held_rows
+            .iter()
+            .map(|m| (m.id.clone(), RowStamp::of(m)))
+            .collect();
+        Ok((stamps, missing_rows))
     }
 
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>> {

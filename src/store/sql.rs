@@ -227,6 +227,8 @@ pub const DELETE_META: &str = "DELETE FROM store_meta WHERE key = $1";
 pub const MEMORY: &str = concat!("SELECT ", memory_columns!(), " FROM memories WHERE id = $1");
 /// Memories by id (append the id list).
 pub const MEMORIES_WHERE: &str = concat!("SELECT ", memory_columns!(), " FROM memories WHERE ");
+/// The [`mnemos_actors::store::RowStamp`] columns of memories; the caller appends its condition.
+pub const STAMPS_WHERE: &str = "SELECT id, version, access_count FROM memories WHERE ";
 /// Every memory of an agent, in id order.
 pub const AGENT_MEMORIES: &str = concat!(
     "SELECT ",

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
 use mnemos_actors::error::{MemoryError, MemoryResult};
 use mnemos_actors::model::{Memory, MemoryId, MemoryStatus};
-use mnemos_actors::store::{KeywordQuery, MemoryStore, StoredMemory};
+use mnemos_actors::store::{KeywordQuery, MemoryStore, RowStamp, StoredMemory};
 use sqlx::pool::PoolConnection;
 use sqlx::query::Query;
 use sqlx::sqlite::{
@@ -29,7 +29,7 @@ use sqlx::{AssertSqlSafe, Row, Sqlite, Transaction};
 use super::dialect::{other_embedding_model, rows, run, Dialect, SqlStore};
 use super::keyword::{best, bm25, fold, idf, postings, query_phrases, query_terms};
 use super::rows::{self as map, corrupt, Columns};
-use super::sql::{self, memory_columns, Arg, ListBinding, Statement};
+use super::sql::{self, id_texts, memory_columns, Arg, ListBinding, Statement};
 
 /// The migrations of the SQLite schema, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -587,6 +587,64 @@ impl Dialect for Sqlite {
             .map(|values| map::memory(&JsonColumns(values)))
             .collect::<MemoryResult<Vec<Memory>>>()
             .ok()
+    }
+
+    async fn stamps_in_one_row(
+        store: &SqliteStore,
+        statement: &Statement<'_>,
+    ) -> Option<Vec<(MemoryId, RowStamp)>> {
+        let mut aggregated = Statement::new(
+            "SELECT json_group_array(json_array(id, version, access_count)) AS found FROM (",
+            statement.args().iter().cloned(),
+        );
+        aggregated.push(statement.text()).push(")");
+        let row = store.row(&aggregated).await.ok()??;
+        let found: &str = row.try_get("found").ok()?;
+        let rows: Vec<(String, u32, u32)> = serde_json::from_str(found).ok()?;
+        Some(
+            rows.into_iter()
+                .map(|(id, version, access_count)| {
+                    let stamp = RowStamp {
+                        version,
+                        access_count,
+                    };
+                    (MemoryId(id), stamp)
+                })
+                .collect(),
+        )
+    }
+
+    async fn stamps_and_memories_in_one_row(
+        store: &SqliteStore,
+        held: &[MemoryId],
+        missing: &[MemoryId],
+    ) -> Option<(Vec<(MemoryId, RowStamp)>, Vec<Memory>)> {
+        let mut statement = Statement::new("SELECT json_group_array(CASE WHEN ", []);
+        statement.push_in(Self::LISTS, "id", id_texts(missing));
+        statement.push(concat!(
+            " THEN json_array(",
+            memory_columns!(),
+            ") ELSE json_array(id, version, access_count) END) AS found FROM memories WHERE "
+        ));
+        statement.push_in(Self::LISTS, "id", id_texts(held).chain(id_texts(missing)));
+        let row = store.row(&statement).await.ok()??;
+        let found: &str = row.try_get("found").ok()?;
+        let rows: Vec<Vec<serde_json::Value>> = serde_json::from_str(found).ok()?;
+        let mut stamps = Vec::new();
+        let mut memories = Vec::new();
+        for values in &rows {
+            match values.as_slice() {
+                [id, version, access_count] => {
+                    let stamp = RowStamp {
+                        version: u32::try_from(version.as_u64()?).ok()?,
+                        access_count: u32::try_from(access_count.as_u64()?).ok()?,
+                    };
+                    stamps.push((MemoryId(id.as_str()?.to_string()), stamp));
+                }
+                _ => memories.push(map::memory(&JsonColumns(values)).ok()?),
+            }
+        }
+        Some((stamps, memories))
     }
 
     /// SQLite's sequence counter is transactional: its head is already committed.

@@ -309,3 +309,104 @@ pub(crate) fn model_dir() -> Option<std::path::PathBuf> {
     let path = String::from_utf8(output.stdout).ok()?.trim().to_string();
     (output.status.success() && !path.is_empty()).then(|| path.into())
 }
+
+/// The content recall answers for `id` (None when it does not answer `id`).
+fn recalled_content(found: &serde_json::Value, id: &str) -> Option<String> {
+    found["results"]
+        .as_array()?
+        .iter()
+        .find(|hit| hit["memory"]["id"] == id)
+        .map(|hit| hit["memory"]["content"].as_str().unwrap_or("").to_string())
+}
+
+/// Recall reads its candidates back through the episodic actor's row cache; a copy is
+/// checked against its row on every read, so what another server sharing the database
+/// edits or deletes shows in the very next recall, and so does this server's own edit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_never_answers_a_cached_copy_that_a_server_sharing_the_database_changed() {
+    let temp_a = tempfile::tempdir().unwrap();
+    let settings_a = test_settings(temp_a.path());
+    let mut storage = settings_a.storage.clone();
+    if storage.backend == "sqlite" {
+        storage.path = temp_a.path().join("mnemos.db").display().to_string();
+    }
+    let a = spawn_with(settings_a, Some(temp_a)).await;
+    let first = "The staging database listens on port 5433";
+    let id = a.remember("shared", first, json!({})).await["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.remember("shared", "Lunch is at noon on Fridays", json!({}))
+        .await;
+    // B opens the same database from its own data directory (and its own graph), after
+    // the writes, so its indexes load them.
+    let temp_b = tempfile::tempdir().unwrap();
+    let mut settings_b = test_settings(temp_b.path());
+    settings_b.storage = storage;
+    settings_b.graph = mnemos::config::Settings::defaults().graph;
+    let b = spawn_with(settings_b, Some(temp_b)).await;
+    let query = "staging database port";
+    let found = eventually(Duration::from_secs(20), || async {
+        recalled_content(&b.recall("shared", query, json!({})).await, &id).is_some()
+    })
+    .await;
+    assert!(found, "B recalls what A wrote before B started");
+    // Twice: the second answer comes from B's copy.
+    for _ in 0..2 {
+        let found = b.recall("shared", query, json!({})).await;
+        assert_eq!(
+            recalled_content(&found, &id).as_deref(),
+            Some(first),
+            "{found}"
+        );
+    }
+
+    let edited = "The staging database listens on port 6543";
+    let response = a
+        .patch(
+            &format!("/v1/memories/{id}?agent_id=shared"),
+            &json!({ "content": edited }),
+        )
+        .await;
+    assert_status(response, StatusCode::OK).await;
+    let found = b.recall("shared", query, json!({})).await;
+    assert_eq!(
+        recalled_content(&found, &id).as_deref(),
+        Some(edited),
+        "B answers A's edit at once, not its copy: {found}"
+    );
+
+    let mine = "The staging database listens on port 7654";
+    let response = b
+        .patch(
+            &format!("/v1/memories/{id}?agent_id=shared"),
+            &json!({ "content": mine }),
+        )
+        .await;
+    assert_status(response, StatusCode::OK).await;
+    let found = a.recall("shared", query, json!({})).await;
+    assert_eq!(
+        recalled_content(&found, &id).as_deref(),
+        Some(mine),
+        "{found}"
+    );
+    let found = b.recall("shared", query, json!({})).await;
+    assert_eq!(
+        recalled_content(&found, &id).as_deref(),
+        Some(mine),
+        "{found}"
+    );
+
+    let response = a
+        .delete(&format!("/v1/memories/{id}?agent_id=shared"))
+        .await;
+    assert!(response.status().is_success(), "{}", response.status());
+    let found = b.recall("shared", query, json!({})).await;
+    assert_eq!(
+        recalled_content(&found, &id),
+        None,
+        "a memory deleted through A is gone from B's answers at once: {found}"
+    );
+    b.stop().await;
+    a.stop().await;
+}

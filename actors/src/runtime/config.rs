@@ -222,6 +222,9 @@ pub struct RuntimeConfig {
     pub working_sweep_interval: Duration,
     /// How often recall reinforcement is written.
     pub touch_flush_interval: Duration,
+    /// Most memories the episodic actor keeps decoded for reads by id (0: off), each
+    /// checked against its row's stamp on every read.
+    pub row_cache: usize,
     /// Importance of a memory stored without one.
     pub default_importance: f32,
     /// Retriever weights and expansion.
@@ -275,6 +278,7 @@ impl Default for RuntimeConfig {
             embedding: EmbedSettings::default(),
             working_sweep_interval: Duration::from_secs(60),
             touch_flush_interval: Duration::from_secs(1),
+            row_cache: 10_000,
             default_importance: 0.5,
             recall: RecallSettings::default(),
             dedup_threshold: 0.92,

@@ -991,6 +991,7 @@ fn child_specs(
                 store: parts.memories.clone(),
                 clock: parts.clock.clone(),
                 touch_flush_interval: config.touch_flush_interval,
+                row_cache: config.row_cache,
             },
         ),
         ChildSpec::new(

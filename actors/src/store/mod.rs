@@ -24,6 +24,28 @@ use crate::transfer::{
     AgentTransfer, ImportOutcome, NamespaceTransfer, TransferCounts, TransferRecord,
 };
 
+/// What changes whenever a memory's row does: its version (every edit, status change
+/// and consolidation writes the next one) and its access count (every reinforcement adds
+/// one, and moves `last_accessed_at` with it). Two reads of a row with equal stamps
+/// read the same memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowStamp {
+    /// `Memory::version`.
+    pub version: u32,
+    /// `Memory::access_count`.
+    pub access_count: u32,
+}
+
+impl RowStamp {
+    /// The stamp of a memory as read.
+    pub fn of(memory: &Memory) -> Self {
+        Self {
+            version: memory.version,
+            access_count: memory.access_count,
+        }
+    }
+}
+
 /// A memory together with its embedding, as written to the system of record.
 #[derive(Debug, Clone)]
 pub struct StoredMemory {
@@ -564,6 +586,23 @@ pub trait MemoryStore: Send + Sync + 'static {
     }
     /// Several memories by id (missing ones are skipped; order not guaranteed).
     async fn get_many(&self, ids: &[MemoryId]) -> MemoryResult<Vec<Memory>>;
+    /// The [`RowStamp`]s of those of `held` that exist and read cleanly, and the whole
+    /// rows of those of `missing` that exist (order not guaranteed), in one read where
+    /// the store can: what the episodic actor's row cache asks on each read by id. The
+    /// default reads whole rows for both; the SQL stores read only the stamps of `held`.
+    async fn stamps_and_memories(
+        &self,
+        held: &[MemoryId],
+        missing: &[MemoryId],
+    ) -> MemoryResult<(Vec<(MemoryId, RowStamp)>, Vec<Memory>)> {
+        let stamps = self
+            .get_many(held)
+            .await?
+            .iter()
+            .map(|m| (m.id.clone(), RowStamp::of(m)))
+            .collect();
+        Ok((stamps, self.get_many(missing).await?))
+    }
     /// Browse, newest first.
     async fn list(&self, query: &ListQuery) -> MemoryResult<Vec<Memory>>;
     /// How many memories pass `query`'s filters (its cursor and page size aside).

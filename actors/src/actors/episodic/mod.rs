@@ -33,10 +33,13 @@ use crate::transfer::{
 
 mod handle;
 mod ops;
+mod rows;
 
 pub use handle::{EpisodicHandle, SWITCH_TIME_PER_MEMORY};
 use ops::{read, write};
 pub use ops::{ReadOp, WriteOp};
+pub use rows::RowCache;
+use rows::{with_rows, SharedRows};
 
 /// Ref of the episodic actor.
 pub type EpisodicRef = ActorRef<EpisodicMsg>;
@@ -75,6 +78,8 @@ pub struct EpisodicArgs {
     pub clock: Arc<dyn Clock>,
     /// How often queued reinforcement is written.
     pub touch_flush_interval: Duration,
+    /// Most memories the row cache holds for reads by id (0: off; [`RowCache`]).
+    pub row_cache: usize,
 }
 
 /// The actor's state.
@@ -89,6 +94,9 @@ pub struct EpisodicState {
     pending_touch_at: Option<DateTime<Utc>>,
     /// Timer that sends `FlushTouches`; aborted when the actor stops.
     flush_timer: Option<tokio::task::JoinHandle<()>>,
+    /// Decoded copies of memories read by id, checked against the store on every read
+    /// (shared with the read tasks).
+    rows: SharedRows,
 }
 
 /// The episodic storage actor.
@@ -126,6 +134,7 @@ impl Actor for EpisodicActor {
             pending_touches: HashSet::new(),
             pending_touch_at: None,
             flush_timer: Some(timer),
+            rows: Arc::new(std::sync::Mutex::new(RowCache::new(args.row_cache))),
         })
     }
 
@@ -155,9 +164,20 @@ impl Actor for EpisodicActor {
                 if let WriteOp::Delete { id, .. } = &op {
                     state.pending_touches.remove(id);
                 }
+                // Stamps cannot tell a row written again under an old id and version
+                // from the one held (see `rows`): what may be, is dropped.
+                match &op {
+                    WriteOp::Delete { id, .. } => {
+                        with_rows(&state.rows, |rows| rows.forget(std::slice::from_ref(id)))
+                    }
+                    WriteOp::EraseAgent { .. } | WriteOp::Import { .. } => {
+                        with_rows(&state.rows, |rows| rows.clear())
+                    }
+                    _ => {}
+                }
                 write(state.store.as_ref(), op).await;
             }
-            EpisodicMsg::Read(op) => read(state.store.clone(), op),
+            EpisodicMsg::Read(op) => read(state.store.clone(), state.rows.clone(), op),
             EpisodicMsg::Touch { ids, at } => {
                 state.pending_touches.extend(ids);
                 state.pending_touch_at = Some(state.pending_touch_at.map_or(at, |t| t.max(at)));

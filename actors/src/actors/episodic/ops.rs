@@ -413,12 +413,12 @@ pub(super) async fn write(store: &dyn MemoryStore, op: WriteOp) {
 }
 
 /// Answer one read from its own task.
-pub(super) fn read(store: Arc<dyn MemoryStore>, op: ReadOp) {
+pub(super) fn read(store: Arc<dyn MemoryStore>, rows: SharedRows, op: ReadOp) {
     match op {
         ReadOp::Get { id, reply } => answer_in_task(reply, async move { store.get(&id).await }),
-        ReadOp::GetMany { ids, reply } => {
-            answer_in_task(reply, async move { store.get_many(&ids).await })
-        }
+        ReadOp::GetMany { ids, reply } => answer_in_task(reply, async move {
+            super::rows::get_many(store.as_ref(), &rows, &ids).await
+        }),
         ReadOp::FindByContentHash {
             agent,
             hashes,
