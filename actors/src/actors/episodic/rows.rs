@@ -22,7 +22,8 @@ use crate::error::MemoryResult;
 use crate::model::{Memory, MemoryId};
 use crate::store::{MemoryStore, RowStamp};
 
-/// Decoded memories by id, in two generations of at most half the capacity each.
+/// Decoded memories by id, in two generations of at most half the capacity each (one
+/// of one copy when the capacity is one).
 #[derive(Debug, Default)]
 pub struct RowCache {
     /// Most copies held; 0 turns the cache off.
@@ -102,9 +103,13 @@ impl RowCache {
         if self.capacity == 0 {
             return;
         }
-        let generation = self.capacity.div_ceil(2);
-        if self.newer.len() >= generation && !self.newer.contains_key(&memory.id) {
-            self.older = std::mem::take(&mut self.newer);
+        if !self.newer.contains_key(&memory.id) {
+            if self.newer.len() >= (self.capacity / 2).max(1) {
+                self.older = std::mem::take(&mut self.newer);
+            }
+            if self.newer.len() + self.older.len() >= self.capacity {
+                self.older.clear();
+            }
         }
         self.newer.insert(memory.id.clone(), memory);
     }
@@ -234,6 +239,14 @@ mod tests {
         }
         // The latest copies are the ones held.
         assert_eq!(cache.lookup(&ids(&["m99"])).0.len(), 1);
+    }
+
+    #[test]
+    fn a_capacity_of_one_holds_the_latest_copy() {
+        let mut cache = RowCache::new(1);
+        cache.keep(&[memory("a"), memory("b")]);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.lookup(&ids(&["a", "b"])).1, ids(&["a"]));
     }
 
     #[test]
