@@ -113,7 +113,9 @@ impl EpisodicState {
             .pending_touch_at
             .take()
             .unwrap_or_else(|| self.clock.now());
-        self.store.touch(&ids, at).await
+        self.store.touch(&ids, at).await?;
+        with_rows(&self.rows, |rows| rows.touched(&ids, at));
+        Ok(())
     }
 }
 
@@ -175,7 +177,7 @@ impl Actor for EpisodicActor {
                     }
                     _ => {}
                 }
-                write(state.store.as_ref(), op).await;
+                write(state.store.as_ref(), &state.rows, op).await;
             }
             EpisodicMsg::Read(op) => read(state.store.clone(), state.rows.clone(), op),
             EpisodicMsg::Touch { ids, at } => {

@@ -293,7 +293,7 @@ pub enum ReadOp {
 }
 
 /// Carry out one write and answer it.
-pub(super) async fn write(store: &dyn MemoryStore, op: WriteOp) {
+pub(super) async fn write(store: &dyn MemoryStore, rows: &SharedRows, op: WriteOp) {
     match op {
         WriteOp::InsertNewContent { records, reply } => {
             let _ = reply.send(store.insert_new_content(&records).await);
@@ -310,7 +310,11 @@ pub(super) async fn write(store: &dyn MemoryStore, op: WriteOp) {
             let _ = reply.send(store.delete(&id).await);
         }
         WriteOp::TouchNow { ids, at, reply } => {
-            let _ = reply.send(store.touch(&ids, at).await);
+            let touched = store.touch(&ids, at).await;
+            if touched.is_ok() {
+                with_rows(rows, |rows| rows.touched(&ids, at));
+            }
+            let _ = reply.send(touched);
         }
         WriteOp::CommitConsolidation { commits, reply } => {
             let _ = reply.send(store.commit_consolidation(&commits).await);

@@ -84,6 +84,24 @@ impl RowCache {
         }
     }
 
+    /// Apply a reinforcement the store has just written (one more access, the access
+    /// time at least `at`, to the microsecond) to the held copies of `ids`, as the SQL
+    /// stores' statement did,
+    /// so this process's own reinforcement does not make its copies stale. A copy that
+    /// was stale already stays stale: its stamp still differs from the row's.
+    pub fn touched(&mut self, ids: &[MemoryId], at: chrono::DateTime<chrono::Utc>) {
+        // The SQL stores keep microseconds.
+        let at = chrono::SubsecRound::trunc_subsecs(at, 6);
+        for id in ids {
+            for generation in [&mut self.newer, &mut self.older] {
+                if let Some(memory) = generation.get_mut(id) {
+                    memory.access_count = memory.access_count.saturating_add(1);
+                    memory.last_accessed_at = memory.last_accessed_at.max(at);
+                }
+            }
+        }
+    }
+
     /// Drop the copies of `ids`.
     pub fn forget(&mut self, ids: &[MemoryId]) {
         for id in ids {
@@ -247,6 +265,24 @@ mod tests {
         cache.keep(&[memory("a"), memory("b")]);
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.lookup(&ids(&["a", "b"])).1, ids(&["a"]));
+    }
+
+    #[test]
+    fn a_reinforcement_moves_the_held_copy_as_the_store_moves_the_row() {
+        let at = chrono::DateTime::UNIX_EPOCH + chrono::Duration::nanoseconds(86_400_000_000_123);
+        let row = memory("a");
+        let mut cache = RowCache::new(10);
+        cache.keep(std::slice::from_ref(&row));
+        cache.touched(&ids(&["a", "absent"]), at);
+        let held = cache.lookup(&ids(&["a"])).0.remove(0);
+        let stored = chrono::DateTime::UNIX_EPOCH + chrono::Duration::microseconds(86_400_000_000);
+        assert_eq!(held.access_count, row.access_count + 1);
+        assert_eq!(held.last_accessed_at, stored, "kept to the microsecond");
+        // An earlier time does not move the access time back.
+        cache.touched(&ids(&["a"]), chrono::DateTime::UNIX_EPOCH);
+        let held = cache.lookup(&ids(&["a"])).0.remove(0);
+        assert_eq!(held.access_count, row.access_count + 2);
+        assert_eq!(held.last_accessed_at, stored);
     }
 
     #[test]
