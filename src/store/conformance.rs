@@ -780,13 +780,17 @@ async fn stamps_move_with_every_change_and_whole_rows_come_beside_them<S: TestSt
         .await
         .unwrap();
     let ghost = MemoryId("0190f0f0-0000-7000-8000-000000000000".into());
-    let (stamps, rows) =
-        stamps_and_whole_rows(store, &[a.id.clone(), ghost.clone()], &[c.id.clone()]).await;
+    let (stamps, rows) = stamps_and_whole_rows(
+        store,
+        &[a.id.clone(), ghost.clone()],
+        std::slice::from_ref(&c.id),
+    )
+    .await;
     assert_eq!(stamps, vec![(a.id.clone(), RowStamp::of(&a))]);
     assert_eq!(rows, vec![store.get(&c.id).await.unwrap().unwrap()]);
     // Each list alone.
     assert_eq!(
-        stamps_and_whole_rows(store, &[b.id.clone()], &[]).await,
+        stamps_and_whole_rows(store, std::slice::from_ref(&b.id), &[]).await,
         (vec![(b.id.clone(), RowStamp::of(&b))], Vec::new())
     );
     assert_eq!(
@@ -808,7 +812,10 @@ async fn stamps_move_with_every_change_and_whole_rows_come_beside_them<S: TestSt
     assert_eq!(rows, vec![store.get(&b.id).await.unwrap().unwrap()]);
 
     // A reinforcement moves the access count, an edit the version, a deletion the row.
-    store.touch(&[a.id.clone()], t0()).await.unwrap();
+    store
+        .touch(std::slice::from_ref(&a.id), t0())
+        .await
+        .unwrap();
     let later = t0() + Duration::hours(1);
     let mut next = b.clone();
     next.content = "The cache TTL is an hour".into();
