@@ -310,13 +310,26 @@ pub(crate) fn model_dir() -> Option<std::path::PathBuf> {
     (output.status.success() && !path.is_empty()).then(|| path.into())
 }
 
-/// The content recall answers for `id` (None when it does not answer `id`).
-fn recalled_content(found: &serde_json::Value, id: &str) -> Option<String> {
+/// The content `app`'s recall of `query` for `agent` answers for `id` (None when it
+/// does not answer `id`).
+async fn recalled_content(app: &TestApp, agent: &str, query: &str, id: &str) -> Option<String> {
+    let found = app.recall(agent, query, json!({})).await;
     found["results"]
         .as_array()?
         .iter()
         .find(|hit| hit["memory"]["id"] == id)
         .map(|hit| hit["memory"]["content"].as_str().unwrap_or("").to_string())
+}
+
+/// Replace the content of `agent`'s memory `id` through `app`, asserting 200.
+async fn edit_content(app: &TestApp, agent: &str, id: &str, content: &str) {
+    let response = app
+        .patch(
+            &format!("/v1/memories/{id}?agent_id={agent}"),
+            &json!({ "content": content }),
+        )
+        .await;
+    assert_status(response, StatusCode::OK).await;
 }
 
 /// Recall reads its candidates back through the episodic actor's row cache; a copy is
@@ -346,66 +359,38 @@ async fn recall_never_answers_a_cached_copy_that_a_server_sharing_the_database_c
     settings_b.graph = mnemos::config::Settings::defaults().graph;
     let b = spawn_with(settings_b, Some(temp_b)).await;
     let query = "staging database port";
+    let recalled = |app| recalled_content(app, "shared", query, &id);
     let found = eventually(Duration::from_secs(20), || async {
-        recalled_content(&b.recall("shared", query, json!({})).await, &id).is_some()
+        recalled(&b).await.is_some()
     })
     .await;
     assert!(found, "B recalls what A wrote before B started");
     // Twice: the second answer comes from B's copy.
     for _ in 0..2 {
-        let found = b.recall("shared", query, json!({})).await;
-        assert_eq!(
-            recalled_content(&found, &id).as_deref(),
-            Some(first),
-            "{found}"
-        );
+        assert_eq!(recalled(&b).await.as_deref(), Some(first));
     }
 
     let edited = "The staging database listens on port 6543";
-    let response = a
-        .patch(
-            &format!("/v1/memories/{id}?agent_id=shared"),
-            &json!({ "content": edited }),
-        )
-        .await;
-    assert_status(response, StatusCode::OK).await;
-    let found = b.recall("shared", query, json!({})).await;
+    edit_content(&a, "shared", &id, edited).await;
     assert_eq!(
-        recalled_content(&found, &id).as_deref(),
+        recalled(&b).await.as_deref(),
         Some(edited),
-        "B answers A's edit at once, not its copy: {found}"
+        "B answers A's edit at once, not its copy"
     );
 
     let mine = "The staging database listens on port 7654";
-    let response = b
-        .patch(
-            &format!("/v1/memories/{id}?agent_id=shared"),
-            &json!({ "content": mine }),
-        )
-        .await;
-    assert_status(response, StatusCode::OK).await;
-    let found = a.recall("shared", query, json!({})).await;
-    assert_eq!(
-        recalled_content(&found, &id).as_deref(),
-        Some(mine),
-        "{found}"
-    );
-    let found = b.recall("shared", query, json!({})).await;
-    assert_eq!(
-        recalled_content(&found, &id).as_deref(),
-        Some(mine),
-        "{found}"
-    );
+    edit_content(&b, "shared", &id, mine).await;
+    assert_eq!(recalled(&a).await.as_deref(), Some(mine));
+    assert_eq!(recalled(&b).await.as_deref(), Some(mine));
 
     let response = a
         .delete(&format!("/v1/memories/{id}?agent_id=shared"))
         .await;
     assert!(response.status().is_success(), "{}", response.status());
-    let found = b.recall("shared", query, json!({})).await;
     assert_eq!(
-        recalled_content(&found, &id),
+        recalled(&b).await,
         None,
-        "a memory deleted through A is gone from B's answers at once: {found}"
+        "a memory deleted through A is gone from B's answers at once"
     );
     b.stop().await;
     a.stop().await;
