@@ -2,7 +2,9 @@
 //! (no tokenizer): `cargo run --release -p mnemos-bert --example speed -- DIR [TOKENS
 //! [QUERY]]`. Prints tokens per second for batches of 200 sequences of TOKENS (default
 //! 30) tokens and the median time of one QUERY-token (default 12) sequence, on the
-//! current thread.
+//! current thread. `MNEMOS_BERT_INT8=1` quantizes the linear layers first (where the CPU
+//! has VNNI) and also prints how far each sequence's mean-pooled vector moved from the
+//! float32 pass (the smallest cosine over the batch).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -20,8 +22,14 @@ fn main() {
         .map_or(12, |n| n.parse().expect("QUERY is a number"));
     let config: BertConfig =
         serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
-    let encoder = BertEncoder::load(&config, read_safetensors(&dir.join("model.safetensors")))
+    let mut encoder = BertEncoder::load(&config, read_safetensors(&dir.join("model.safetensors")))
         .expect("load the model");
+    let float = std::env::var("MNEMOS_BERT_INT8")
+        .is_ok_and(|v| v == "1")
+        .then(|| {
+            BertEncoder::load(&config, read_safetensors(&dir.join("model.safetensors")))
+                .expect("load the model")
+        });
     let mut seed = 1u64;
     let mut sequence = |len: usize| -> Vec<u32> {
         (0..len)
@@ -33,9 +41,43 @@ fn main() {
     };
     let batch: Vec<Vec<u32>> = (0..200).map(|_| sequence(length)).collect();
     let zeros = vec![0u32; 512];
+    if float.is_some() {
+        let calibration: Vec<Vec<u32>> = (0..32).map(|_| sequence(length)).collect();
+        let calibrate = std::env::var("CALIB").map_or(true, |v| v != "0");
+        let calibration = if calibrate {
+            as_sequences(&zeros, &calibration)
+        } else {
+            Vec::new()
+        };
+        println!("int8: {:?}", encoder.quantize_int8(&calibration));
+    }
     encoder
         .forward(&as_sequences(&zeros, &batch[..2]), false)
         .unwrap();
+    if let Some(float) = &float {
+        let sequences = as_sequences(&zeros, &batch);
+        let (a, b) = (
+            encoder.forward(&sequences, false).unwrap(),
+            float.forward(&sequences, false).unwrap(),
+        );
+        let hidden = encoder.hidden_size();
+        let pooled = |x: &[f32], i: usize| -> Vec<f32> {
+            let mut v = vec![0.0f32; hidden];
+            for token in x[i * length * hidden..(i + 1) * length * hidden].chunks_exact(hidden) {
+                v.iter_mut().zip(token).for_each(|(v, t)| *v += t);
+            }
+            v
+        };
+        let worst = (0..batch.len())
+            .map(|i| {
+                let (p, q) = (pooled(&a, i), pooled(&b, i));
+                let dot: f32 = p.iter().zip(&q).map(|(x, y)| x * y).sum();
+                let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                dot / (norm(&p) * norm(&q))
+            })
+            .fold(1.0f32, f32::min);
+        println!("smallest cosine to float32 over the batch: {worst:.6}");
+    }
     let started = Instant::now();
     let rounds = 3;
     for _ in 0..rounds {

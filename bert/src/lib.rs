@@ -21,7 +21,10 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 use serde::Deserialize;
 
+mod int8;
 mod small;
+
+use int8::{Int8Weight, Vnni};
 
 /// Tokens one pass of the encoder takes at most (beyond one sequence); bounds the
 /// activations held at once (about 4096 × 1536 floats for MiniLM's widest layer).
@@ -103,6 +106,8 @@ struct Dense {
     /// contiguous), so a few rows' product streams it in order (see [`small`]); empty
     /// where the CPU has no AVX2.
     bands: Vec<f32>,
+    /// The weight quantized to 8 bits, once [`BertEncoder::quantize_int8`] has run.
+    int8: Option<Int8Weight>,
 }
 
 impl Dense {
@@ -124,6 +129,7 @@ impl Dense {
             inputs,
             outputs,
             bands,
+            int8: None,
         }
     }
 }
@@ -190,6 +196,9 @@ pub struct BertEncoder {
     eps: f32,
     /// The feed-forward activation.
     activation: Activation,
+    /// The VNNI the linear layers run in 8 bits with, once [`BertEncoder::quantize_int8`]
+    /// has quantized them; `None`: float32.
+    int8: Option<Vnni>,
 }
 
 /// A weight read from the checkpoint: its shape and its values as float32.
@@ -316,7 +325,103 @@ impl BertEncoder {
             type_vocab: config.type_vocab_size,
             eps: config.layer_norm_eps as f32,
             activation,
+            int8: None,
         })
+    }
+
+    /// Quantize every linear layer's weight to 8 bits per output column and run the
+    /// layers in integers from now on (inputs quantized per token), where the CPU has
+    /// VNNI; returns whether it did (without VNNI nothing changes). The embeddings,
+    /// attention, layer norms and activations stay float32.
+    ///
+    /// `calibration` is run once in float32 first: each input channel's largest value
+    /// over it sets how much of that channel's range moves into the weight before both
+    /// are rounded (SmoothQuant's migration, α = 0.4), so a few channels with large
+    /// values (BERT's layer norms make some) do not coarsen every other channel's steps.
+    pub fn quantize_int8(&mut self, calibration: &[Sequence<'_>]) -> Result<bool, String> {
+        let Some(vnni) = Vnni::detect() else {
+            return Ok(false);
+        };
+        let mut ranges: Vec<[Vec<f32>; 4]> = self
+            .layers
+            .iter()
+            .map(|layer| {
+                [
+                    vec![0.0; layer.qkv.inputs],
+                    vec![0.0; layer.attention_out.inputs],
+                    vec![0.0; layer.intermediate.inputs],
+                    vec![0.0; layer.output.inputs],
+                ]
+            })
+            .collect();
+        if !calibration.is_empty() {
+            let (mut x, spans) = self.embed_tokens(calibration)?;
+            let mut observe = |index: usize, site: Site, input: &[f32]| {
+                let range = &mut ranges[index][site as usize];
+                for row in input.chunks_exact(range.len()) {
+                    for (largest, value) in range.iter_mut().zip(row) {
+                        *largest = largest.max(value.abs());
+                    }
+                }
+            };
+            self.layers(
+                &mut x,
+                &spans,
+                Product {
+                    parallelism: Parallelism::None,
+                    avx2: false,
+                    int8: None,
+                },
+                Some(&mut observe),
+            );
+        }
+        for (layer, ranges) in self.layers.iter_mut().zip(&ranges) {
+            for ((site, dense), range) in [
+                (Site::Qkv, &mut layer.qkv),
+                (Site::AttentionOut, &mut layer.attention_out),
+                (Site::Intermediate, &mut layer.intermediate),
+                (Site::Output, &mut layer.output),
+            ]
+            .into_iter()
+            .zip(ranges)
+            {
+                let ranges = (!calibration.is_empty()).then_some(range.as_slice());
+                // The wide layer's inputs (a layer norm's output) and the second
+                // feed-forward layer's (a GELU's) are rounded in two parts: with one,
+                // a conversation's vectors strayed up to 3e-3 cosine from float32's.
+                let two_parts = matches!(site, Site::Intermediate | Site::Output);
+                dense.int8 = Some(Int8Weight::new(
+                    &dense.weight,
+                    dense.inputs,
+                    dense.outputs,
+                    ranges,
+                    two_parts,
+                ));
+            }
+        }
+        self.int8 = Some(vnni);
+        Ok(true)
+    }
+
+    /// Whether the linear layers run in 8 bits ([`BertEncoder::quantize_int8`]).
+    pub fn is_int8(&self) -> bool {
+        self.int8.is_some()
+    }
+
+    /// Bytes of the 8-bit weights held beside the float32 ones (0 before quantizing).
+    pub fn int8_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|layer| {
+                [
+                    &layer.qkv,
+                    &layer.attention_out,
+                    &layer.intermediate,
+                    &layer.output,
+                ]
+            })
+            .filter_map(|dense| dense.int8.as_ref().map(Int8Weight::bytes))
+            .sum()
     }
 
     /// Width of the token vectors [`BertEncoder::forward`] returns.
@@ -337,7 +442,7 @@ impl BertEncoder {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU has AVX2 and FMA, as just checked.
-            unsafe { self.layers_avx2(&mut x, &spans, parallelism) };
+            unsafe { self.layers_avx2(&mut x, &spans, parallelism, self.int8) };
             return Ok(x);
         }
         self.layers(
@@ -346,7 +451,9 @@ impl BertEncoder {
             Product {
                 parallelism,
                 avx2: false,
+                int8: self.int8,
             },
+            None,
         );
         Ok(x)
     }
@@ -413,6 +520,7 @@ impl BertEncoder {
         x: &mut Vec<f32>,
         spans: &[(usize, usize)],
         parallelism: Parallelism,
+        int8: Option<Vnni>,
     ) {
         self.layers(
             x,
@@ -420,7 +528,9 @@ impl BertEncoder {
             Product {
                 parallelism,
                 avx2: true,
+                int8,
             },
+            None,
         );
     }
 
@@ -429,7 +539,13 @@ impl BertEncoder {
     /// vectorised for the caller's instruction set; `product` says how its linear
     /// layers multiply.
     #[inline(always)]
-    fn layers(&self, x: &mut Vec<f32>, spans: &[(usize, usize)], product: Product) {
+    fn layers(
+        &self,
+        x: &mut Vec<f32>,
+        spans: &[(usize, usize)],
+        product: Product,
+        observe: Option<&mut Observer<'_>>,
+    ) {
         let hidden = self.hidden;
         let wide = product.wide();
         layer_norm(x, hidden, &self.embedding_norm, self.eps, wide);
@@ -438,7 +554,7 @@ impl BertEncoder {
         // waiting inside a pass may run another pass; that one finds no buffers and
         // makes its own.
         let mut scratch = SCRATCH.with(Cell::take);
-        self.blocks(x, spans, product, &mut scratch);
+        self.blocks(x, spans, product, &mut scratch, observe);
         scratch.shrink_if_large();
         SCRATCH.with(|cell| cell.set(scratch));
     }
@@ -451,6 +567,7 @@ impl BertEncoder {
         spans: &[(usize, usize)],
         product: Product,
         scratch: &mut Scratch,
+        mut observe: Option<&mut Observer<'_>>,
     ) {
         let hidden = self.hidden;
         let tokens = x.len() / hidden;
@@ -467,14 +584,23 @@ impl BertEncoder {
         {
             context.clear();
             context.resize(tokens * hidden, 0.0);
-            for layer in &self.layers {
+            for (index, layer) in self.layers.iter().enumerate() {
+                let mut seen = |site: Site, input: &[f32]| {
+                    if let Some(observe) = observe.as_deref_mut() {
+                        observe(index, site, input);
+                    }
+                };
+                seen(Site::Qkv, x);
                 product.linear(x, tokens, &layer.qkv, qkv);
                 self.attention(qkv, spans, context, scores, keys);
+                seen(Site::AttentionOut, context);
                 product.linear(context, tokens, &layer.attention_out, attended);
                 add_assign(attended, x);
                 layer_norm(attended, hidden, &layer.attention_norm, self.eps, wide);
+                seen(Site::Intermediate, attended);
                 product.linear(attended, tokens, &layer.intermediate, inner);
                 activate(inner, self.activation, wide);
+                seen(Site::Output, inner);
                 product.linear(inner, tokens, &layer.output, out);
                 add_assign(out, attended);
                 layer_norm(out, hidden, &layer.output_norm, self.eps, wide);
@@ -608,6 +734,22 @@ fn side_by_side(parts: &[&Dense]) -> Dense {
     Dense::new(weight, bias, inputs, outputs)
 }
 
+/// The linear layers of a block, named by where their input comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Site {
+    /// Query, key and value: the block's input.
+    Qkv = 0,
+    /// The attention's projection: the attention context.
+    AttentionOut = 1,
+    /// The first feed-forward layer: the attention block's output.
+    Intermediate = 2,
+    /// The second feed-forward layer: the activated wide layer.
+    Output = 3,
+}
+
+/// Sees each linear layer's input during a pass: block index, layer, `tokens × inputs`.
+type Observer<'a> = dyn FnMut(usize, Site, &[f32]) + 'a;
+
 /// How this pass multiplies by a linear layer's weight.
 #[derive(Clone, Copy)]
 struct Product {
@@ -615,6 +757,8 @@ struct Product {
     parallelism: Parallelism,
     /// The CPU has AVX2 and FMA: a few rows go through [`small::small_product`].
     avx2: bool,
+    /// The layers' 8-bit weights are used, with this VNNI ([`int8::product`]).
+    int8: Option<Vnni>,
 }
 
 impl Product {
@@ -633,6 +777,14 @@ impl Product {
             out.extend_from_slice(&dense.bias);
         }
         if rows == 0 {
+            return;
+        }
+        if let (Some(vnni), Some(weight)) = (self.int8, &dense.int8) {
+            let threads = match self.parallelism {
+                Parallelism::Rayon(threads) => threads,
+                _ => 1,
+            };
+            int8::product(vnni, x, rows, weight, out, threads);
             return;
         }
         #[cfg(target_arch = "x86_64")]
@@ -974,7 +1126,9 @@ mod tests {
             Product {
                 parallelism: Parallelism::None,
                 avx2: false,
+                int8: None,
             },
+            None,
         );
         let apart = max_difference(&portable, &packed);
         assert!(

@@ -106,6 +106,10 @@ pub(crate) struct SpeedArgs {
     /// Queries embedded one at a time at most.
     #[arg(long, default_value_t = 300)]
     queries: usize,
+    /// `float32`, or `int8` (the linear layers in 8 bits, on CPUs with VNNI), which also
+    /// reports how close every text's and query's vector is to float32's.
+    #[arg(long, default_value = "float32", value_parser = ["float32", "int8"])]
+    precision: String,
 }
 
 /// Time the local model: batched throughput of stored texts and single-query latency.
@@ -135,10 +139,76 @@ pub(crate) fn speed(args: SpeedArgs, json: bool) -> anyhow::Result<()> {
     texts.truncate(args.limit);
     queries.truncate(args.queries);
     anyhow::ensure!(!texts.is_empty(), "{} holds no texts", args.texts.display());
-    let embedder = mnemos::embedding::local::LocalEmbedder::load(&args.model_dir)
-        .map_err(user_error)?
-        .with_threads(args.threads)
-        .map_err(user_error)?;
+    let load = || -> anyhow::Result<mnemos::embedding::local::LocalEmbedder> {
+        mnemos::embedding::local::LocalEmbedder::load(&args.model_dir)
+            .map_err(user_error)?
+            .with_threads(args.threads)
+            .map_err(user_error)
+    };
+    let embedder = load()?;
+    let (embedder, agreement) = if args.precision == "int8" {
+        let (embedder, quantized) = embedder.with_int8().map_err(user_error)?;
+        anyhow::ensure!(
+            quantized,
+            "this CPU has no VNNI: the int8 layers cannot run here"
+        );
+        let float = load()?;
+        let mut cosines = Vec::with_capacity(texts.len() + queries.len());
+        let mut farthest: Vec<(f64, &str)> = Vec::new();
+        for (items, query) in [(&texts, false), (&queries, true)] {
+            for batch in items.chunks(args.batch.max(1)) {
+                let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+                let embed = |model: &mnemos::embedding::local::LocalEmbedder| {
+                    if query {
+                        model.embed_queries(&refs)
+                    } else {
+                        model.embed_batch(&refs)
+                    }
+                };
+                let (a, b) = (
+                    embed(&embedder).map_err(user_error)?,
+                    embed(&float).map_err(user_error)?,
+                );
+                let dots = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(a, b)| mnemos_actors::embedding::dot(a, b));
+                farthest.extend(
+                    dots.clone()
+                        .zip(batch)
+                        .map(|(c, t)| (f64::from(c), t.as_str())),
+                );
+                cosines.extend(dots.map(f64::from));
+            }
+        }
+        cosines.sort_by(f64::total_cmp);
+        farthest.sort_by(|a, b| a.0.total_cmp(&b.0));
+        farthest.truncate(3);
+        let mean = cosines.iter().sum::<f64>() / cosines.len().max(1) as f64;
+        let low = |p: f64| {
+            cosines
+                .get(((cosines.len() as f64 - 1.0) * p).round() as usize)
+                .copied()
+                .unwrap_or_default()
+        };
+        let within = cosines.iter().filter(|c| **c >= 0.999).count();
+        (
+            embedder,
+            Some(serde_json::json!({
+                "vectors": cosines.len(),
+                "min": low(0.0),
+                "p01": low(0.01),
+                "mean": mean,
+                "within_1e-3": within,
+            "farthest": farthest
+                .iter()
+                .map(|(cosine, text)| serde_json::json!({"cosine": cosine, "text": text}))
+                .collect::<Vec<_>>(),
+            })),
+        )
+    } else {
+        (embedder, None)
+    };
     // One warm-up call, so first-touch page faults are not timed.
     embedder
         .embed_batch(&[texts[0].as_str()])
@@ -175,11 +245,22 @@ pub(crate) fn speed(args: SpeedArgs, json: bool) -> anyhow::Result<()> {
             "queries": latencies.len(),
             "query_p50_ms": at(0.5),
             "query_p95_ms": at(0.95),
+            "precision": args.precision,
+            "cosine_to_float32": agreement,
         }),
         |v| {
+            let agreement = match v["cosine_to_float32"].as_object() {
+                Some(c) => format!(
+                    "; cosine to float32 over {} vectors: min {:.5}, p01 {:.5}, mean {:.6}, {} within 1e-3",
+                    c["vectors"], c["min"].as_f64().unwrap_or_default(), c["p01"].as_f64().unwrap_or_default(),
+                    c["mean"].as_f64().unwrap_or_default(), c["within_1e-3"]
+                ),
+                None => String::new(),
+            };
             format!(
-                "{}: {} texts in batches of {} on {} thread(s): {:.1} texts/s; {} queries one at a time: p50 {:.2} ms, p95 {:.2} ms",
+                "{} ({}): {} texts in batches of {} on {} thread(s): {:.1} texts/s; {} queries one at a time: p50 {:.2} ms, p95 {:.2} ms{agreement}",
                 v["model_id"].as_str().unwrap_or_default(),
+                v["precision"].as_str().unwrap_or_default(),
                 v["texts"],
                 v["batch"],
                 v["threads"],

@@ -244,6 +244,9 @@ pub struct EmbeddingSettings {
     /// How long a small request that finds the model busy waits for others to be
     /// embedded with it, for a model whose batches pay (`local`, `openai`); 0: never.
     pub micro_batch_ms: u64,
+    /// How a `local` model's linear layers compute: `float32`, `int8` (8-bit
+    /// integers, on CPUs with VNNI), or `auto` (`int8` where the CPU has VNNI).
+    pub precision: String,
 }
 
 /// `[vectors]`.
@@ -788,6 +791,10 @@ mod tests {
             (
                 "embedding.micro_batch_ms",
                 Box::new(|s| s.embedding.micro_batch_ms = 1000),
+            ),
+            (
+                "embedding.precision",
+                Box::new(|s| s.embedding.precision = "int4".into()),
             ),
             (
                 "archival.timezone",

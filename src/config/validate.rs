@@ -246,6 +246,12 @@ impl Settings {
         if self.embedding.threads > 256 {
             return Err(bad("embedding.threads", "must be 0 (every core) to 256"));
         }
+        if !["auto", "float32", "int8"].contains(&self.embedding.precision.as_str()) {
+            return Err(bad(
+                "embedding.precision",
+                "must be \"auto\" (int8 where the CPU has VNNI), \"float32\" or \"int8\"",
+            ));
+        }
         if self.embedding.micro_batch_ms > 50 {
             return Err(bad(
                 "embedding.micro_batch_ms",

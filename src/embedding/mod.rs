@@ -28,17 +28,38 @@ pub async fn from_settings(settings: &EmbeddingSettings) -> MemoryResult<Arc<dyn
                 .map_err(|e| {
                     mnemos_actors::error::MemoryError::internal(format!("model lookup failed: {e}"))
                 })??;
-            Arc::new(local::LocalEmbedder::load(&dir)?.with_threads(settings.threads)?)
+            Arc::new(local_embedder(&dir, settings)?)
         }
-        "local" => Arc::new(
-            local::LocalEmbedder::load(&settings.model_dir)?.with_threads(settings.threads)?,
-        ),
+        "local" => Arc::new(local_embedder(&settings.model_dir, settings)?),
         "static" if settings.static_table.as_os_str().is_empty() => {
             Arc::new(static_table::StaticEmbedder::minilm()?)
         }
         "static" => Arc::new(static_table::StaticEmbedder::load(&settings.static_table)?),
         _ => Arc::new(BuiltinEmbedder::new(settings.builtin_dimension)),
     })
+}
+
+/// The local model in `dir` on `embedding.threads`, its linear layers in 8 bits where
+/// `embedding.precision` asks for it (`auto`: where the CPU has VNNI).
+fn local_embedder(
+    dir: &std::path::Path,
+    settings: &EmbeddingSettings,
+) -> MemoryResult<local::LocalEmbedder> {
+    let embedder = local::LocalEmbedder::load(dir)?.with_threads(settings.threads)?;
+    match settings.precision.as_str() {
+        "float32" => Ok(embedder),
+        required => {
+            let (embedder, quantized) = embedder.with_int8()?;
+            if !quantized && required == "int8" {
+                return Err(mnemos_actors::error::MemoryError::invalid(
+                    "embedding.precision",
+                    "\"int8\" needs a CPU with VNNI (AVX-VNNI or AVX512-VNNI), which this one \
+                     lacks; use \"auto\" (int8 where the CPU has it) or \"float32\"",
+                ));
+            }
+            Ok(embedder)
+        }
+    }
 }
 
 /// The configured embedder waiting for a re-embedding, and how to build it again.
