@@ -192,6 +192,10 @@ struct Inputs {
     scales: Vec<f32>,
     /// Each row's smallest value: what byte 0 stands for.
     lows: Vec<f32>,
+    /// One row times the migration, before rounding.
+    scaled: Vec<f32>,
+    /// What one row's first rounding left (two-part rows).
+    rest: Vec<f32>,
 }
 
 thread_local! {
@@ -231,7 +235,7 @@ pub(crate) fn product(
         quantize_rows_avx2(x, &w.migration, stride, parts, &mut inputs)
     };
     #[cfg(not(target_arch = "x86_64"))]
-    quantize_rows(x, &w.migration, stride, parts, &mut inputs);
+    quantize_rows(x, &w.migration, stride, parts, &mut inputs, round_row);
     // SAFETY: `detect` returned `vnni` only where the CPU has that VNNI, AVX2 and FMA;
     // the buffers have the shapes the kernel reads (checked above and in `quantize_rows`).
     #[cfg(target_arch = "x86_64")]
@@ -254,38 +258,55 @@ pub(crate) fn product(
 /// smallest such value and `step` its range over 255 (all 256 levels, whatever the
 /// row's sign: a GELU's output, nearly all positive, gets twice the resolution a
 /// symmetric scale would give it). With `parts` 2, each row is followed by the same
-/// rounding of what the first one left (`value − low − step · byte`).
+/// rounding of what the first one left (`value − low − step · byte`). `round` rounds
+/// one row ([`round_row`]).
 #[inline(always)]
-fn quantize_rows(x: &[f32], migration: &[f32], stride: usize, parts: usize, into: &mut Inputs) {
+fn quantize_rows(
+    x: &[f32],
+    migration: &[f32],
+    stride: usize,
+    parts: usize,
+    into: &mut Inputs,
+    round: impl Fn(&[f32], &mut [u8]) -> (f32, f32),
+) {
     let inputs = migration.len();
     let rows = x.len() / inputs;
-    into.bytes.clear();
-    into.bytes.resize(rows * parts * stride, 0);
-    into.scales.clear();
-    into.lows.clear();
-    let mut rest = vec![0.0f32; if parts > 1 { inputs } else { 0 }];
+    let Inputs {
+        bytes,
+        scales,
+        lows,
+        scaled,
+        rest,
+    } = into;
+    bytes.clear();
+    bytes.resize(rows * parts * stride, 0);
+    scales.clear();
+    lows.clear();
+    scaled.resize(inputs, 0.0);
+    rest.resize(inputs, 0.0);
     for (row, bytes) in x
         .chunks_exact(inputs)
-        .zip(into.bytes.chunks_exact_mut(parts * stride))
+        .zip(bytes.chunks_exact_mut(parts * stride))
     {
         let (first, second) = bytes.split_at_mut(stride);
-        let (step, low) = round_row(row.iter().zip(migration).map(|(v, k)| v * k), first);
-        into.scales.push(step);
-        into.lows.push(low);
+        for ((scaled, &value), &k) in scaled.iter_mut().zip(row).zip(migration) {
+            *scaled = value * k;
+        }
+        let (step, low) = round(scaled, first);
+        scales.push(step);
+        lows.push(low);
         if parts > 1 {
-            for (((rest, &value), &k), &byte) in
-                rest.iter_mut().zip(row).zip(migration).zip(&*first)
-            {
-                *rest = value * k - (low + step * f32::from(byte));
+            for ((rest, &value), &byte) in rest.iter_mut().zip(&*scaled).zip(&*first) {
+                *rest = value - (low + step * f32::from(byte));
             }
-            let (step, low) = round_row(rest.iter().copied(), second);
-            into.scales.push(step);
-            into.lows.push(low);
+            let (step, low) = round(rest, second);
+            scales.push(step);
+            lows.push(low);
         }
     }
 }
 
-/// [`quantize_rows`] compiled for AVX2 and FMA (its rounding one instruction, not a call).
+/// [`quantize_rows`] compiled for AVX2 and FMA, rounding with [`round_row_avx2`].
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
@@ -298,30 +319,97 @@ unsafe fn quantize_rows_avx2(
     parts: usize,
     into: &mut Inputs,
 ) {
-    quantize_rows(x, migration, stride, parts, into);
+    // SAFETY: this function runs only where the CPU has AVX2 and FMA.
+    quantize_rows(x, migration, stride, parts, into, |values, bytes| unsafe {
+        round_row_avx2(values, bytes)
+    });
+}
+
+/// The range of `values`: `(step, low)` with `step` the range over 255 (0 for a
+/// constant or non-finite row, whose bytes then stand for `low`).
+#[inline(always)]
+fn step_of(low: f32, high: f32) -> (f32, f32) {
+    let step = if high > low && (high - low).is_finite() {
+        (high - low) / 255.0
+    } else {
+        0.0
+    };
+    (step, if low.is_finite() { low } else { 0.0 })
 }
 
 /// Round `values` into `bytes` over their own range: returns `(step, low)`, with
-/// `value ≈ low + step · byte`.
-#[inline(always)]
-fn round_row(values: impl Iterator<Item = f32> + Clone, bytes: &mut [u8]) -> (f32, f32) {
+/// `value ≈ low + step · byte`. The portable build (CPUs without VNNI never get here;
+/// the tests compare the vector build with it).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn round_row(values: &[f32], bytes: &mut [u8]) -> (f32, f32) {
     let (low, high) = values
-        .clone()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(low, high), v| {
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(low, high), &v| {
             (low.min(v), high.max(v))
         });
-    let (step, inverse) = if high > low && (high - low).is_finite() {
-        ((high - low) / 255.0, 255.0 / (high - low))
-    } else {
-        (0.0, 0.0)
-    };
-    let low = if low.is_finite() { low } else { 0.0 };
+    let (step, low) = step_of(low, high);
+    let inverse = if step > 0.0 { 1.0 / step } else { 0.0 };
     for (byte, value) in bytes.iter_mut().zip(values) {
         *byte = ((value - low) * inverse)
             .round_ties_even()
             .clamp(0.0, 255.0) as u8;
     }
     (step, low)
+}
+
+/// [`round_row`] with eight lanes at a time: the range by `vminps`/`vmaxps`, the bytes
+/// by `vcvtps2dq` (ties to even) and two saturating packs.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn round_row_avx2(values: &[f32], bytes: &mut [u8]) -> (f32, f32) {
+    use std::arch::x86_64::*;
+    let lanes = values.len() / 8 * 8;
+    let (mut low, mut high) = (f32::INFINITY, f32::NEG_INFINITY);
+    // SAFETY: every load reads 8 floats at `i < lanes`, inside `values`; every store
+    // writes 8 bytes at `i < lanes ≤ bytes.len()`.
+    unsafe {
+        if lanes > 0 {
+            let (mut lows, mut highs) = (_mm256_set1_ps(low), _mm256_set1_ps(high));
+            for i in (0..lanes).step_by(8) {
+                let v = _mm256_loadu_ps(values.as_ptr().add(i));
+                lows = _mm256_min_ps(lows, v);
+                highs = _mm256_max_ps(highs, v);
+            }
+            let (mut l, mut h) = ([0.0f32; 8], [0.0f32; 8]);
+            _mm256_storeu_ps(l.as_mut_ptr(), lows);
+            _mm256_storeu_ps(h.as_mut_ptr(), highs);
+            low = l.iter().fold(low, |a, &b| a.min(b));
+            high = h.iter().fold(high, |a, &b| a.max(b));
+        }
+        for &v in &values[lanes..] {
+            (low, high) = (low.min(v), high.max(v));
+        }
+        let (step, low) = step_of(low, high);
+        let inverse = if step > 0.0 { 1.0 / step } else { 0.0 };
+        assert!(bytes.len() >= values.len(), "round_row_avx2 bytes");
+        let (shift, scale) = (_mm256_set1_ps(low), _mm256_set1_ps(inverse));
+        let (zero, top) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0));
+        for i in (0..lanes).step_by(8) {
+            let v = _mm256_loadu_ps(values.as_ptr().add(i));
+            let t = _mm256_mul_ps(_mm256_sub_ps(v, shift), scale);
+            let t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
+            let n = _mm256_cvtps_epi32(t);
+            let words =
+                _mm_packus_epi32(_mm256_castsi256_si128(n), _mm256_extracti128_si256::<1>(n));
+            let eight = _mm_packus_epi16(words, words);
+            _mm_storel_epi64(bytes.as_mut_ptr().add(i).cast(), eight);
+        }
+        for (byte, value) in bytes[lanes..].iter_mut().zip(&values[lanes..]) {
+            *byte = ((value - low) * inverse)
+                .round_ties_even()
+                .clamp(0.0, 255.0) as u8;
+        }
+        (step, low)
+    }
 }
 
 /// The kernels of one VNNI flavour: `$name` runs every band over every tile of rows;
@@ -342,6 +430,7 @@ macro_rules! kernels {
                 bytes,
                 scales,
                 lows,
+                ..
             } = inputs;
             let stride = w.groups * GROUP;
             assert_eq!(lows.len(), rows, "int8 kernel lows");
@@ -559,6 +648,31 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The vector rounding gives the portable one's bytes, step and low, on row widths
+    /// around the lane count, constant rows and rows with exact ties.
+    #[test]
+    fn vector_rounding_equals_the_portable_rounding() {
+        if Vnni::detect().is_none() {
+            println!("SKIPPED vector_rounding_equals_the_portable_rounding: this CPU has no VNNI");
+            return;
+        }
+        let mut next = crate::tests::uniform(11);
+        let mut rows: Vec<Vec<f32>> = [1, 7, 8, 9, 16, 31, 384, 1536]
+            .iter()
+            .map(|&n| (0..n).map(|_| next() * 3.0).collect())
+            .collect();
+        rows.push(vec![0.25; 13]);
+        rows.push((0..20).map(|i| i as f32 * 0.5).collect());
+        for row in rows {
+            let (mut a, mut b) = (vec![0u8; row.len()], vec![0u8; row.len()]);
+            let portable = round_row(&row, &mut a);
+            // SAFETY: VNNI implies AVX2 and FMA here (`detect`).
+            let vector = unsafe { round_row_avx2(&row, &mut b) };
+            assert_eq!(portable, vector, "{} values", row.len());
+            assert_eq!(a, b, "{} values", row.len());
         }
     }
 
