@@ -48,6 +48,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--singles", type=int, default=200, help="single remembers per system")
     p.add_argument("--batch", type=int, default=200, help="turns per remember_batch")
     p.add_argument("--recalls", type=int, default=300, help="questions asked of each system")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "float32", "int8"],
+        help="mnemos's embedding.precision (auto: its linear layers in int8 where the CPU has VNNI)",
+    )
     p.add_argument("--json", help="also write the figures to this file")
     return p.parse_args()
 
@@ -78,7 +84,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_mnemos(binary: str, model_dir: str, threads: int, data_dir: str, port: int) -> subprocess.Popen:
+def start_mnemos(
+    binary: str, model_dir: str, threads: int, data_dir: str, port: int, precision: str
+) -> subprocess.Popen:
     env = dict(os.environ)
     env.update(
         {
@@ -87,6 +95,7 @@ def start_mnemos(binary: str, model_dir: str, threads: int, data_dir: str, port:
             "MNEMOS__EMBEDDING__PROVIDER": "local",
             "MNEMOS__EMBEDDING__MODEL_DIR": model_dir,
             "MNEMOS__EMBEDDING__THREADS": str(threads),
+            "MNEMOS__EMBEDDING__PRECISION": precision,
             "MNEMOS__COGNITION__ENABLED": "false",
             "RUST_LOG": "warn",
         }
@@ -155,7 +164,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mnemos-vs-mem0-"))
     port = free_port()
     (work / "mnemos").mkdir()
-    server = start_mnemos(args.mnemos, args.model_dir, args.threads, str(work / "mnemos"), port)
+    server = start_mnemos(args.mnemos, args.model_dir, args.threads, str(work / "mnemos"), port, args.precision)
     base = f"http://127.0.0.1:{port}"
     client = httpx.Client(timeout=600.0)
     try:
@@ -250,6 +259,7 @@ def main() -> None:
             "when": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)) + " UTC",
             "cpus": sorted(cpus),
             "threads": args.threads,
+            "mnemos_precision": args.precision,
             "machine": {
                 "cores": os.cpu_count(),
                 "loadavg_before": [round(x, 2) for x in load_before],

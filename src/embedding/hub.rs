@@ -282,7 +282,9 @@ mod tests {
         let by_name = crate::embedding::from_settings(&settings(cache.path(), &endpoint, false))
             .await
             .expect("the model by name loads");
-        let by_dir = crate::embedding::local::LocalEmbedder::load(&model_dir).unwrap();
+        let by_dir =
+            crate::embedding::local_embedder(&model_dir, &settings(cache.path(), &endpoint, false))
+                .unwrap();
         assert_eq!(by_name.model_id(), by_dir.model_id());
         let text = "The staging database listens on port 5433";
         assert_eq!(by_name.embed(text).unwrap(), by_dir.embed(text).unwrap());
