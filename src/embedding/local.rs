@@ -242,17 +242,10 @@ impl LocalEmbedder {
             .tokenizer
             .encode_batch(texts, true)
             .map_err(|e| MemoryError::internal(format!("tokenizer failed: {e}")))?;
-        let sequences: Vec<Sequence> = encodings
-            .iter()
-            .map(|encoding| Sequence {
-                ids: encoding.get_ids(),
-                type_ids: encoding.get_type_ids(),
-            })
-            .collect();
+        let sequences = as_sequences(&encodings);
         let quantized = self.model.quantize_int8(&sequences).map_err(|e| {
             MemoryError::internal(format!("cannot quantize {}: {e}", self.model_id))
         })?;
-        drop(encodings);
         if quantized {
             tracing::info!(
                 model_id = %self.model_id,
@@ -330,13 +323,7 @@ impl LocalEmbedder {
         encodings: &[Encoding],
         parallel: bool,
     ) -> anyhow::Result<Vec<Vec<f32>>> {
-        let sequences: Vec<Sequence> = encodings
-            .iter()
-            .map(|encoding| Sequence {
-                ids: encoding.get_ids(),
-                type_ids: encoding.get_type_ids(),
-            })
-            .collect();
+        let sequences = as_sequences(encodings);
         let states = self
             .model
             .forward(&sequences, parallel)
@@ -480,6 +467,17 @@ impl LocalEmbedder {
         }
         Ok(vectors)
     }
+}
+
+/// The encoder's view of tokenized texts: their word ids and segment ids.
+fn as_sequences(encodings: &[Encoding]) -> Vec<Sequence<'_>> {
+    encodings
+        .iter()
+        .map(|encoding| Sequence {
+            ids: encoding.get_ids(),
+            type_ids: encoding.get_type_ids(),
+        })
+        .collect()
 }
 
 /// An `invalid_argument` error about `embedding.model_dir`.
