@@ -43,12 +43,7 @@ fn main() {
     let zeros = vec![0u32; 512];
     if float.is_some() {
         let calibration: Vec<Vec<u32>> = (0..32).map(|_| sequence(length)).collect();
-        let calibrate = std::env::var("CALIB").map_or(true, |v| v != "0");
-        let calibration = if calibrate {
-            as_sequences(&zeros, &calibration)
-        } else {
-            Vec::new()
-        };
+        let calibration = as_sequences(&zeros, &calibration);
         println!("int8: {:?}", encoder.quantize_int8(&calibration));
     }
     encoder
