@@ -1230,7 +1230,7 @@ mod tests {
         );
         let (short_a, long_rows, short_b) = (..4 * 8, 4 * 8..12 * 8, 12 * 8..);
         assert_eq!(rows.len(), floats.len());
-        assert!(max_difference(&rows[short_a.clone()], &floats[short_a]) < 1e-6);
+        assert!(max_difference(&rows[short_a], &floats[short_a]) < 1e-6);
         assert!(max_difference(&rows[short_b.clone()], &floats[short_b]) < 1e-6);
         let alone = int8.forward(&mixed[1..2], false).unwrap();
         assert_eq!(&rows[long_rows.clone()], &alone[..]);
